@@ -1,0 +1,276 @@
+"""From Trainer arguments and the plugin catalog to the list of bus subscribers and chosen providers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from surge._bus import Subscriber, Tier
+from surge.backends import Accelerator, Precision, Strategy
+from surge.config import TrainerConfig, format_validation_error
+from surge.errors import ConfigError, PluginError, ProviderError
+from surge.plugins import Catalog, PluginRecord
+
+# Which Trainer switch turns which role off.
+_SWITCHES = {
+    "enable_checkpointing": "checkpoint",
+    "enable_progress_bar": "progress",
+    "enable_model_summary": "model_summary",
+}
+
+
+@dataclass
+class Requests:
+    """What the Trainer's ``plugins=``, ``logger=`` and ``enable_*`` arguments ask for."""
+
+    on: dict[str, dict[str, Any]] = field(default_factory=dict)
+    off: set[str] = field(default_factory=set)
+    instances: list[object] = field(default_factory=list)
+    roles_off: set[str] = field(default_factory=set)
+    loggers: set[str] | None = None
+    """Logger plugins chosen by name; ``None`` means the default loggers."""
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.on) | (self.loggers or set())
+
+
+def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
+    """Normalise ``plugins``, ``logger`` and the switches, reporting every malformed entry at once."""
+    req = Requests()
+    problems: list[tuple[str, str]] = []
+    plugins = config.plugins
+    if plugins is None:
+        pass
+    elif isinstance(plugins, Mapping):
+        for name, value in plugins.items():
+            path = f"trainer.plugins.{name}"
+            if not isinstance(name, str):
+                problems.append((path, "keys must be plugin names"))
+            elif value is False:
+                req.off.add(name)
+            elif value is True:
+                req.on[name] = {}
+            elif isinstance(value, Mapping):
+                req.on[name] = dict(value)
+            else:
+                problems.append((path, f"got {value!r}: use True, False or a dict of the plugin's settings"))
+    elif isinstance(plugins, (list, tuple)):
+        for i, item in enumerate(plugins):
+            if isinstance(item, str):
+                req.on[item] = {}
+            elif isinstance(item, (int, float, bool, bytes, Mapping)) or item is None:
+                problems.append(
+                    (f"trainer.plugins[{i}]", f"got {item!r}: list entries are plugin names or plugin objects")
+                )
+            else:
+                req.instances.append(item)
+    elif isinstance(plugins, str):
+        req.on[plugins] = {}
+    elif isinstance(plugins, (int, float, bytes)):
+        problems.append(("trainer.plugins", f"got {plugins!r}: pass a list of names or objects, or a dict"))
+    else:
+        req.instances.append(plugins)
+
+    logger = config.logger
+    if logger is False or logger is None:
+        req.roles_off.add("logger")
+    elif logger is True:
+        pass
+    else:
+        items = list(logger) if isinstance(logger, (list, tuple)) else [logger]
+        req.loggers = set()
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                req.loggers.add(item)
+            elif isinstance(item, (bool, int, float, Mapping)) or item is None:
+                problems.append((f"trainer.logger[{i}]", f"got {item!r}: use a logger plugin name or object"))
+            else:
+                req.instances.append(item)
+    for switch, role in _SWITCHES.items():
+        if not getattr(config, switch):
+            req.roles_off.add(role)
+    if fast_dev_run:
+        req.roles_off |= {"logger", "checkpoint"}
+    clash = sorted(set(req.on) & req.off)
+    if clash:
+        problems.append(("trainer.plugins", f"{clash} both switched on and off"))
+    if problems:
+        raise ConfigError(problems)
+    return req
+
+
+def _instance_tier(obj: object) -> Tier:
+    return Tier.OBSERVER if getattr(obj, "surge_kind", "participant") == "observer" else Tier.PARTICIPANT
+
+
+def instance_name(obj: object) -> str:
+    name = getattr(obj, "surge_name", None)
+    return name if isinstance(name, str) and name else type(obj).__name__
+
+
+def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
+    """Build the participants and observers that are on, in a deterministic order."""
+    problems: list[tuple[str, str]] = []
+    for name in sorted(req.names | req.off):
+        record = catalog.records.get(name)
+        if record is None:
+            problems.append((f"trainer.plugins.{name}", _unknown_plugin(name, catalog)))
+        elif record.plugin is None:
+            problems.append((f"trainer.plugins.{name}", f"{record.describe()} is {record.status}: {record.reason}"))
+        elif record.plugin.kind == "provider" and name in req.on:
+            slots = ", ".join(f"{slot}=" for slot in record.plugin.provides)
+            problems.append((f"trainer.plugins.{name}", f"'{name}' is a provider; choose it with {slots}"))
+    subscribers: list[Subscriber] = []
+    for record in catalog.loaded():
+        plugin = record.plugin
+        assert plugin is not None
+        if plugin.kind == "provider" or not _is_on(record, req):
+            continue
+        try:
+            obj = plugin.build(req.on.get(record.name))
+        except ValidationError as exc:
+            problems += format_validation_error(exc, f"trainer.plugins.{record.name}", model=plugin.config)
+            continue
+        except Exception as exc:
+            raise PluginError(f"{record.describe()} failed to build its subscriber: {exc}") from exc
+        tier = Tier.OBSERVER if plugin.kind == "observer" else Tier.PARTICIPANT
+        subscribers.append(Subscriber(record.name, obj, tier, record.distribution, record.version))
+        record.status = "active"
+    if problems:
+        raise ConfigError(problems)
+    for obj in req.instances:
+        subscribers.append(Subscriber(instance_name(obj), obj, _instance_tier(obj)))
+    return subscribers
+
+
+def _is_on(record: PluginRecord, req: Requests) -> bool:
+    plugin = record.plugin
+    assert plugin is not None
+    if record.name in req.off:
+        return False
+    if plugin.role == "logger" and req.loggers is not None:
+        return record.name in req.loggers
+    if record.name in req.on:
+        return True
+    return plugin.default and plugin.role not in req.roles_off
+
+
+def _unknown_plugin(name: str, catalog: Catalog) -> str:
+    import difflib
+
+    known = sorted(catalog.records)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return (
+        f"no installed plugin is named '{name}'; {hint}installed: {', '.join(known) or 'none'}. "
+        f"If it is published as surge-{name}, `pip install surge-{name}` adds it."
+    )
+
+
+@dataclass
+class Providers:
+    accelerator: Accelerator
+    strategy: Strategy
+    precision: Precision
+    subscribers: list[Subscriber]
+
+
+def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
+    subscribers: list[Subscriber] = []
+    accelerators = catalog.providers("accelerator")
+    accelerator_arg = config.accelerator
+    if isinstance(accelerator_arg, Accelerator):
+        accelerator = accelerator_arg
+        subscribers.append(Subscriber("accelerator", accelerator, Tier.PROVIDER))
+    elif accelerator_arg == "auto":
+        available = [(cls.auto_priority, name) for name, (cls, _) in accelerators.items() if cls.is_available()]
+        if not available:
+            raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices"))
+        _, name = max(available)
+        accelerator, sub = _build("accelerator", name, accelerators)
+        subscribers.append(sub)
+    elif isinstance(accelerator_arg, str):
+        if accelerator_arg not in accelerators:
+            raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices"))
+        cls = accelerators[accelerator_arg][0]
+        if not cls.is_available():
+            raise ProviderError(
+                f"trainer.accelerator: '{accelerator_arg}' is installed but not available on this machine "
+                f"(no {accelerator_arg} device found); use accelerator='auto' or 'cpu'"
+            )
+        accelerator, sub = _build("accelerator", accelerator_arg, accelerators)
+        subscribers.append(sub)
+    else:
+        raise ConfigError([("trainer.accelerator", f"got {accelerator_arg!r}: a name or an Accelerator instance")])
+    try:
+        indices = accelerator.parse_devices(config.devices)
+    except ValueError as exc:
+        raise ConfigError([("trainer.devices", str(exc))]) from None
+
+    strategies = catalog.providers("strategy")
+    strategy_arg = config.strategy
+    if isinstance(strategy_arg, Strategy):
+        strategy = strategy_arg
+        subscribers.append(Subscriber("strategy", strategy, Tier.PROVIDER))
+    elif isinstance(strategy_arg, str):
+        name = strategy_arg
+        if name == "auto":
+            if len(indices) > 1 or config.num_nodes > 1:
+                raise ProviderError(
+                    f"trainer.strategy: devices={config.devices!r} and num_nodes={config.num_nodes} need a "
+                    "distributed strategy; install one (`pip install surge-ddp`) and pass strategy='ddp'"
+                    if "ddp" not in strategies
+                    else "trainer.strategy: several devices need an explicit strategy; pass strategy='ddp'"
+                )
+            name = "single_device"
+        if name not in strategies:
+            raise ProviderError(_missing("strategy", name, strategies, "surge-devices or surge-ddp"))
+        factory, record = strategies[name]
+        strategy = factory(accelerator, indices, config.num_nodes)
+        record.status = "active"
+        subscribers.append(
+            Subscriber(f"{record.name}.strategy", strategy, Tier.PROVIDER, record.distribution, record.version)
+        )
+    else:
+        raise ConfigError([("trainer.strategy", f"got {strategy_arg!r}: a name or a Strategy instance")])
+
+    precision_arg = config.precision
+    if isinstance(precision_arg, Precision):
+        precision = precision_arg
+        subscribers.append(Subscriber("precision", precision, Tier.PROVIDER))
+    else:
+        key = str(precision_arg)
+        builtin = {alias: Precision for alias in Precision.aliases}
+        precisions: dict[str, Any] = {n: (cls, None) for n, cls in builtin.items()}
+        for name, (cls, record) in catalog.providers("precision").items():
+            for alias in (name, *getattr(cls, "aliases", ())):
+                precisions[alias] = (cls, record)
+        if key not in precisions:
+            raise ProviderError(_missing("precision", key, precisions, "surge-precision"))
+        cls, record = precisions[key]
+        precision = cls()
+        if record is not None:
+            record.status = "active"
+            subscribers.append(
+                Subscriber(f"{record.name}.precision", precision, Tier.PROVIDER, record.distribution, record.version)
+            )
+    return Providers(accelerator, strategy, precision, subscribers)
+
+
+def _build(slot: str, name: str, found: Mapping[str, tuple[Any, PluginRecord]]) -> tuple[Any, Subscriber]:
+    factory, record = found[name]
+    obj = factory()
+    record.status = "active"
+    return obj, Subscriber(f"{record.name}.{slot}", obj, Tier.PROVIDER, record.distribution, record.version)
+
+
+def _missing(slot: str, name: str, found: Mapping[str, Any], package: str) -> str:
+    valid = ", ".join(sorted(found)) or "none installed"
+    return (
+        f"trainer.{slot}: no {slot} named '{name}'. Valid names: {valid}. "
+        f"Plugins add others (`pip install {package}`); `surge plugins` lists what is installed."
+    )

@@ -1,0 +1,264 @@
+"""The event bus: pluggy registers and validates, Surge orders and dispatches.
+
+At start-up every event gets either ``None`` (nobody subscribed: the loop builds no payload and makes no
+call) or a dispatcher holding its handlers in resolved order. Ordering: tier (providers, participants, the
+user's Module, observers), then ``tryfirst``/``trylast`` within the tier, then registration order, then the
+named ``before=``/``after=`` constraints applied as a stable topological sort.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import pluggy
+from loguru import logger
+
+from surge import hookspecs
+from surge.errors import PluginError, PluginOrderError
+from surge.events import EVENTS, Event
+from surge.hooks import PROJECT, Ordering
+
+
+class Tier(IntEnum):
+    """Where a subscriber's handlers run relative to others'."""
+
+    PROVIDER = 0
+    PARTICIPANT = 1
+    MODULE = 2
+    OBSERVER = 3
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """One object registered on the bus, with what an error message needs to name it."""
+
+    name: str
+    obj: object
+    tier: Tier
+    distribution: str | None = None
+    version: str | None = None
+
+    def describe(self) -> str:
+        if self.distribution:
+            return f"plugin '{self.name}' (distribution {self.distribution} {self.version or '?'})"
+        return f"plugin '{self.name}' ({type(self.obj).__module__}.{type(self.obj).__qualname__})"
+
+
+# Events whose every handler must run even when one of them raises.
+_RUN_ALL = frozenset({"exception", "keyboard_interrupt", "teardown"})
+_Call = Callable[[Event], Any]
+
+
+def blame(exc: BaseException, subscriber: Subscriber, event_name: str) -> None:
+    """Attach to ``exc`` a note naming the plugin, its distribution and version, and the event."""
+    if getattr(exc, "__surge_blamed__", False):
+        return
+    exc.__surge_blamed__ = True  # type: ignore[attr-defined]
+    exc.add_note(f"surge: raised by {subscriber.describe()} while handling event '{event_name}'")
+
+
+class _Dispatch:
+    __slots__ = ("event", "calls")
+
+    def __init__(self, event: str, calls: Sequence[tuple[_Call, Subscriber]]) -> None:
+        self.event = event
+        self.calls = tuple(calls)
+
+    def __call__(self, event: Event) -> None:
+        for fn, subscriber in self.calls:
+            try:
+                fn(event)
+            except Exception as exc:
+                blame(exc, subscriber, self.event)
+                raise
+
+
+class _DispatchAll(_Dispatch):
+    """Runs every handler; logs each failure and re-raises the first one at the end."""
+
+    __slots__ = ()
+
+    def __call__(self, event: Event) -> None:
+        first: Exception | None = None
+        for fn, subscriber in self.calls:
+            try:
+                fn(event)
+            except Exception as exc:
+                blame(exc, subscriber, self.event)
+                logger.opt(exception=exc).error(
+                    "{} failed while handling '{}'; the other handlers still run", subscriber.describe(), self.event
+                )
+                first = first or exc
+        if first is not None:
+            raise first
+
+
+class _TracingDispatch(_Dispatch):
+    """``SURGE_TRACE_PLUGINS=1``: logs every dispatch with each handler and its time."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: _Dispatch) -> None:
+        super().__init__(inner.event, inner.calls)
+        self.inner = inner
+
+    def __call__(self, event: Event) -> None:
+        timings: list[str] = []
+        wrapped = []
+        for fn, subscriber in self.calls:
+            wrapped.append((_timed(fn, subscriber.name, timings), subscriber))
+        self.inner.__class__(self.event, wrapped)(event)
+        logger.info("surge trace: {} -> {}", self.event, ", ".join(timings) or "(no handler)")
+
+
+def _timed(fn: _Call, name: str, sink: list[str]) -> _Call:
+    def call(event: Event) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(event)
+        finally:
+            sink.append(f"{name} {1e6 * (time.perf_counter() - start):.1f}us")
+
+    return call
+
+
+class Bus:
+    """Holds one attribute per event: ``None`` or a callable taking the event payload."""
+
+    __slots__ = (*EVENTS, "_subscribers", "_order", "_manager")
+
+    def __init__(
+        self, subscribers: Iterable[Subscriber], known_names: Iterable[str] = (), trace: bool = False
+    ) -> None:
+        self._subscribers = list(subscribers)
+        self._manager = _register(self._subscribers)
+        by_plugin = {id(s.obj): s for s in self._subscribers}
+        position = {s.name: i for i, s in enumerate(self._subscribers)}
+        known = set(known_names) | set(position)
+        self._order: dict[str, list[str]] = {}
+        for name in EVENTS:
+            impls = getattr(self._manager.hook, name).get_hookimpls()
+            entries = [(impl, by_plugin[id(impl.plugin)]) for impl in impls]
+            entries.sort(key=lambda e: (e[1].tier, _try_rank(e[0]), position[e[1].name]))
+            entries = _apply_constraints(name, entries, known)
+            self._order[name] = [s.name for _, s in entries]
+            dispatch: _Dispatch | None = None
+            if entries:
+                cls = _DispatchAll if name in _RUN_ALL else _Dispatch
+                dispatch = cls(name, [(_caller(impl), sub) for impl, sub in entries])
+                if trace:
+                    dispatch = _TracingDispatch(dispatch)
+            setattr(self, name, dispatch)
+
+    @property
+    def subscribers(self) -> list[Subscriber]:
+        return list(self._subscribers)
+
+    def order(self, event: str) -> list[str]:
+        """The names of the plugins handling ``event``, in the order they are called."""
+        return list(self._order[event])
+
+    def emit(self, event: Event) -> None:
+        """Dispatch ``event`` if anyone listens. The loops use the attributes directly to skip building
+        payloads nobody reads; this is for code off the hot path."""
+        dispatch = getattr(self, event.name)
+        if dispatch is not None:
+            dispatch(event)
+
+
+def _register(subscribers: list[Subscriber]) -> pluggy.PluginManager:
+    manager = pluggy.PluginManager(PROJECT)
+    manager.add_hookspecs(hookspecs)
+    seen: dict[str, Subscriber] = {}
+    for sub in subscribers:
+        if sub.name in seen:
+            raise PluginError(
+                f"two active plugins are both named '{sub.name}': {seen[sub.name].describe()} and "
+                f"{sub.describe()}. Give one of them another name (an instance's `surge_name` attribute)."
+            )
+        seen[sub.name] = sub
+        try:
+            manager.register(sub.obj, name=sub.name)
+            for impl in manager.get_hookcallers(sub.obj) or []:
+                for hook_impl in impl.get_hookimpls():
+                    if hook_impl.plugin is sub.obj and (hook_impl.hookwrapper or hook_impl.wrapper):
+                        raise PluginError(
+                            f"{sub.describe()}: hook '{impl.name}' is declared as a wrapper, which Surge does "
+                            "not support; use a plain @surge.hookimpl handler (pair *_start/*_end events "
+                            "to wrap a scope)"
+                        )
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"{sub.describe()} has an invalid hook: {exc}") from exc
+    try:
+        manager.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"{exc}. Hook names must be Surge event names (see surge.events.EVENTS); check the spelling."
+        ) from exc
+    return manager
+
+
+def _try_rank(impl: pluggy.HookImpl) -> int:
+    return 0 if impl.tryfirst else 2 if impl.trylast else 1
+
+
+def _caller(impl: pluggy.HookImpl) -> _Call:
+    function = impl.function
+    if impl.argnames:
+        return function
+    return lambda event: function()
+
+
+def _apply_constraints(
+    event: str, entries: list[tuple[pluggy.HookImpl, Subscriber]], known: set[str]
+) -> list[tuple[pluggy.HookImpl, Subscriber]]:
+    index = {sub.name: i for i, (_, sub) in enumerate(entries)}
+    successors: list[set[int]] = [set() for _ in entries]
+    constrained = False
+    for i, (impl, sub) in enumerate(entries):
+        ordering: Ordering | None = getattr(impl.function, "surge_ordering", None)
+        if ordering is None:
+            continue
+        for other, edge in [(n, "after") for n in ordering.after] + [(n, "before") for n in ordering.before]:
+            if other not in known:
+                raise PluginOrderError(
+                    f"{sub.describe()} asks to handle '{event}' {edge} '{other}', but no plugin of that name "
+                    f"is installed. Known plugins: {', '.join(sorted(known))}. Fix the name in its "
+                    "@surge.hookimpl(before=/after=)."
+                )
+            j = index.get(other)
+            if j is None:  # installed but inactive, or not handling this event: nothing to order against
+                continue
+            constrained = True
+            if edge == "after":
+                successors[j].add(i)
+            else:
+                successors[i].add(j)
+    if not constrained:
+        return entries
+    indegree = [0] * len(entries)
+    for succ in successors:
+        for j in succ:
+            indegree[j] += 1
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    result: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        result.append(i)
+        for j in successors[i]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                heapq.heappush(ready, j)
+    if len(result) < len(entries):
+        cycle = sorted(entries[i][1].name for i, d in enumerate(indegree) if d > 0)
+        raise PluginOrderError(
+            f"the before=/after= constraints on event '{event}' form a cycle among plugins {cycle}; "
+            "remove one of the constraints"
+        )
+    return [entries[i] for i in result]

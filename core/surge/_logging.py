@@ -1,0 +1,58 @@
+"""Logging through loguru; the stdlib ``logging`` records of torch and plugins are routed into it.
+
+Quiet by default (warnings and errors from Surge); ``SURGE_LOG_LEVEL=INFO`` (or DEBUG) says more.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from loguru import logger
+
+_state: dict[str, int | str | None] = {"handler": None, "level": None}
+
+
+class _InterceptHandler(logging.Handler):
+    """Forwards stdlib records to loguru with their level and origin."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        logger.opt(depth=6, exception=record.exc_info).bind(stdlib=record.name).log(level, record.getMessage())
+
+
+def route_stdlib(*names: str) -> None:
+    """Send the stdlib loggers ``names`` (and their children) into loguru."""
+    for name in names:
+        std = logging.getLogger(name)
+        if not any(isinstance(h, _InterceptHandler) for h in std.handlers):
+            std.addHandler(_InterceptHandler())
+            std.propagate = False
+
+
+def configure_logging(level: str | None = None) -> None:
+    """Install Surge's stderr sink at ``level``: records from Surge, torch and plugins below it are
+    dropped, others pass as loguru's default would. Idempotent; a new level replaces the old sink."""
+    level = (level or "WARNING").upper()
+    logger.enable("surge")
+    if _state["level"] == level:
+        return
+    threshold = logger.level(level).no
+    if _state["handler"] is None:
+        try:
+            logger.remove(0)  # loguru's own default sink; ours passes non-Surge records the same way
+        except ValueError:
+            pass
+    else:
+        logger.remove(_state["handler"])  # type: ignore[arg-type]
+
+    def keep(record: dict) -> bool:  # type: ignore[type-arg]
+        ours = record["name"] and (record["name"].startswith("surge") or "stdlib" in record["extra"])
+        return record["level"].no >= threshold if ours else True
+
+    _state["handler"] = logger.add(sys.stderr, level=0, filter=keep, format="<level>{level: <8}</level> {message}")
+    _state["level"] = level
+    route_stdlib("torch")

@@ -1,0 +1,175 @@
+"""What ``self.log`` records: values stay on their device until someone reads or writes them.
+
+Per step a logged value is only detached and stored (no host synchronisation, no kernel launch beyond
+``detach``); epoch reductions stack the step values once at the epoch's end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from surge.errors import SurgeError
+
+ReduceFx = str | Callable[[torch.Tensor], torch.Tensor]
+_REDUCERS = ("mean", "sum", "max", "min")
+
+
+@dataclass
+class _Meta:
+    on_step: bool
+    on_epoch: bool
+    prog_bar: bool
+    logger: bool
+    reduce_fx: ReduceFx
+    sync_dist: bool
+
+
+@dataclass
+class _Accumulator:
+    reduce_fx: ReduceFx
+    values: list[torch.Tensor] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)
+
+    def reduce(self) -> torch.Tensor:
+        stacked = torch.stack(self.values)
+        fx = self.reduce_fx
+        if fx == "mean":
+            weights = torch.tensor(self.weights, dtype=stacked.dtype, device=stacked.device)
+            shape = (-1,) + (1,) * (stacked.dim() - 1)
+            return (stacked * weights.view(shape)).sum(0) / weights.sum()
+        if fx == "sum":
+            return stacked.sum(0)
+        if fx == "max":
+            return stacked.max(0).values
+        if fx == "min":
+            return stacked.min(0).values
+        assert callable(fx)
+        return fx(stacked)
+
+
+class MetricStore:
+    """Holds logged values for one Trainer and publishes them into its three metric dicts."""
+
+    def __init__(self, move_to_cpu: bool = False) -> None:
+        self.move_to_cpu = move_to_cpu
+        self.context: str | None = None  # "train" | "validation" | "test" | "predict" | None
+        self.dataloader_idx: int | None = None  # set when an eval stage has several loaders
+        self.batch_size: int | None = None  # size of the current batch (for weighted epoch means)
+        self.batch: Any = None
+        self._step: dict[str, tuple[torch.Tensor, _Meta]] = {}
+        self._epoch: dict[str, tuple[_Accumulator, _Meta]] = {}
+        self.callback_metrics: dict[str, torch.Tensor] = {}
+        self.logged_metrics: dict[str, torch.Tensor] = {}
+        self.progress_bar_metrics: dict[str, torch.Tensor] = {}
+        self.reduce_across: Callable[[torch.Tensor, str], torch.Tensor] = lambda t, op: t
+
+    def log(
+        self,
+        name: str,
+        value: Any,
+        *,
+        prog_bar: bool = False,
+        logger: bool = True,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: ReduceFx = "mean",
+        sync_dist: bool = False,
+        batch_size: int | None = None,
+        add_dataloader_idx: bool = True,
+    ) -> None:
+        context = self.context
+        if context is None:
+            raise SurgeError(
+                f"self.log({name!r}) was called outside a training, validation, test or predict step; "
+                "log from inside a *_step method or an on_*_batch_*/on_*_epoch_* hook"
+            )
+        if isinstance(reduce_fx, str) and reduce_fx not in _REDUCERS:
+            raise SurgeError(f"self.log({name!r}, reduce_fx={reduce_fx!r}): use one of {_REDUCERS} or a callable")
+        training = context == "train"
+        on_step = training if on_step is None else on_step
+        on_epoch = (not training) if on_epoch is None else on_epoch
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach()
+        elif isinstance(value, (int, float, bool)):
+            tensor = torch.tensor(float(value))
+        else:
+            raise SurgeError(f"self.log({name!r}) got {type(value).__name__}; log a number or a tensor")
+        if self.dataloader_idx is not None and add_dataloader_idx:
+            name = f"{name}/dataloader_idx_{self.dataloader_idx}"
+        meta = _Meta(on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
+        if on_step:
+            self._step[name] = (tensor, meta)
+        if on_epoch:
+            entry = self._epoch.get(name)
+            if entry is None:
+                entry = self._epoch[name] = (_Accumulator(reduce_fx), meta)
+            entry[0].values.append(tensor)
+            entry[0].weights.append(batch_size if batch_size is not None else self._current_batch_size())
+
+    def _current_batch_size(self) -> int:
+        if self.batch_size is None:
+            self.batch_size = infer_batch_size(self.batch)
+        return self.batch_size
+
+    def new_batch(self, batch: Any) -> None:
+        self.batch, self.batch_size = batch, None
+
+    def end_step(self, write: bool) -> None:
+        """Publish this step's values (``write``: also into ``logged_metrics``, the loggers' view)."""
+        if not self._step:
+            return
+        for name, (tensor, meta) in self._step.items():
+            key = f"{name}_step" if meta.on_epoch else name
+            value = self._out(tensor)
+            self.callback_metrics[name] = self.callback_metrics[key] = value
+            if meta.prog_bar:
+                self.progress_bar_metrics[key] = value
+            if write and meta.logger:
+                self.logged_metrics[key] = value
+        self._step.clear()
+
+    def end_epoch(self) -> dict[str, torch.Tensor]:
+        """Reduce epoch accumulators and publish them; returns what was reduced."""
+        self.end_step(write=True)
+        reduced: dict[str, torch.Tensor] = {}
+        for name, (acc, meta) in self._epoch.items():
+            value = acc.reduce()
+            if meta.sync_dist:
+                value = self.reduce_across(value, acc.reduce_fx if isinstance(acc.reduce_fx, str) else "mean")
+            key = f"{name}_epoch" if meta.on_step else name
+            value = self._out(value)
+            reduced[name] = value
+            self.callback_metrics[name] = self.callback_metrics[key] = value
+            if meta.prog_bar:
+                self.progress_bar_metrics[key] = value
+            if meta.logger:
+                self.logged_metrics[key] = value
+        self._epoch.clear()
+        return reduced
+
+    def discard(self) -> None:
+        """Forget what was logged since the last publication (the sanity check's metrics)."""
+        self._step.clear()
+        self._epoch.clear()
+
+    def _out(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.cpu() if self.move_to_cpu else tensor
+
+
+def infer_batch_size(batch: Any) -> int:
+    """The first dimension of the first tensor found in ``batch`` (1 when there is none)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else 1
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for item in batch:
+            size = infer_batch_size(item)
+            if size:
+                return size
+        return 1
+    return 1

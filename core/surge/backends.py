@@ -1,0 +1,188 @@
+"""The provider interfaces: :class:`Accelerator`, :class:`Strategy` and :class:`Precision`.
+
+Plugins subclass these and register them by name (``surge.Plugin(kind="provider", provides=...)``).
+The core ships only the ``32-true`` precision; accelerators and strategies come from plugins
+(``surge-devices`` provides ``cpu``, ``cuda``, ``mps`` and ``single_device``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import is_dataclass, fields, replace
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+__all__ = ["Accelerator", "Strategy", "Precision", "move_to_device"]
+
+
+class Accelerator:
+    """One kind of device. Subclasses set ``name`` and ``device_type`` and override what differs."""
+
+    name: ClassVar[str] = ""
+    device_type: ClassVar[str] = ""
+    auto_priority: ClassVar[int] = 0
+    """``accelerator="auto"`` picks the available accelerator with the highest priority."""
+
+    @classmethod
+    def is_available(cls) -> bool:
+        raise NotImplementedError
+
+    @classmethod
+    def device_count(cls) -> int:
+        return 1
+
+    def parse_devices(self, devices: int | str | Sequence[int]) -> list[int]:
+        """Turn the Trainer's ``devices`` into device indices, with an error that says what exists."""
+        count = self.device_count()
+        if devices == "auto":
+            return [0]
+        if devices == -1:
+            return list(range(count))
+        if isinstance(devices, str):
+            try:
+                devices = [int(part) for part in devices.split(",") if part.strip()] if "," in devices else int(devices)
+            except ValueError:
+                raise ValueError(f"devices={devices!r} is not 'auto', a count or a comma-separated index list") from None
+        indices = list(range(devices)) if isinstance(devices, int) else list(devices)
+        bad = [i for i in indices if not 0 <= i < count]
+        if bad or not indices:
+            raise ValueError(
+                f"devices={devices!r} asks for {self.name} device(s) {bad or indices}, but {count} "
+                f"{'is' if count == 1 else 'are'} available (indices 0..{count - 1})"
+            )
+        return indices
+
+    def device(self, index: int) -> torch.device:
+        return torch.device(self.device_type, index) if self.device_type != "cpu" else torch.device("cpu")
+
+    def setup_device(self, device: torch.device) -> None:
+        """Make ``device`` current for this process (for example ``torch.cuda.set_device``)."""
+
+    def synchronize(self, device: torch.device) -> None:
+        """Wait for queued work on ``device``; used only where a plugin asks for exact timing."""
+
+    def teardown(self) -> None:
+        pass
+
+
+class Precision:
+    """Numerical precision: autocast, module and batch conversion, backward and optimizer step.
+
+    The base class is ``32-true`` (no autocast, no scaler). ``surge-precision`` adds the others.
+    """
+
+    name: ClassVar[str] = "32-true"
+    aliases: ClassVar[tuple[str, ...]] = ("32", "32-true", "fp32")
+
+    def convert_module(self, module: nn.Module) -> nn.Module:
+        return module
+
+    def convert_input(self, batch: Any) -> Any:
+        return batch
+
+    def autocast(self, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
+        """Make gradients true-scale before clipping (a scaler divides here)."""
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None) -> Any:
+        return optimizer.step(closure) if closure is not None else optimizer.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+
+class Strategy:
+    """How the model, data and collectives are laid over devices and processes.
+
+    The base class is a single process on one device; distributed strategies override the collectives.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, accelerator: Accelerator, device_indices: Sequence[int], num_nodes: int = 1) -> None:
+        self.accelerator = accelerator
+        self.device_indices = list(device_indices)
+        self.num_nodes = num_nodes
+        self.root_device = accelerator.device(self.device_indices[0])
+
+    # process topology (Lightning names)
+    @property
+    def global_rank(self) -> int:
+        return 0
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    @property
+    def node_rank(self) -> int:
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        return 1
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.global_rank == 0
+
+    def setup_environment(self) -> None:
+        """Join or create the process group, make the device current. Runs once per entry point."""
+        self.accelerator.setup_device(self.root_device)
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        """Move the module to its device; may wrap it (the wrapped model is what the loop calls)."""
+        return module.to(self.root_device)
+
+    def batch_to_device(self, batch: Any) -> Any:
+        return move_to_device(batch, self.root_device)
+
+    def process_dataloader(self, loader: Any, stage: str) -> Any:
+        """Adapt a loader to the process layout (a distributed strategy injects its sampler)."""
+        return loader
+
+    def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        """Reduce across processes; identity on a single process."""
+        return tensor
+
+    def barrier(self, name: str | None = None) -> None:
+        pass
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return obj
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        """Agree on a decision across processes (a stop decided on one rank reaches all)."""
+        return decision
+
+    def teardown(self) -> None:
+        self.accelerator.teardown()
+
+
+def move_to_device(batch: Any, device: torch.device) -> Any:
+    """Move every tensor inside lists, tuples, named tuples, dicts and dataclasses to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        moved = [move_to_device(item, device) for item in batch]
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+            return type(batch)(*moved)
+        return type(batch)(moved) if not isinstance(batch, list) else moved
+    if isinstance(batch, Mapping):
+        return type(batch)({key: move_to_device(value, device) for key, value in batch.items()})  # type: ignore[call-arg]
+    if is_dataclass(batch) and not isinstance(batch, type):
+        return replace(batch, **{f.name: move_to_device(getattr(batch, f.name), device) for f in fields(batch) if f.init})
+    return batch
+
+

@@ -1,0 +1,158 @@
+"""The Trainer's arguments as one validated model, with ``SURGE_TRAINER_<FLAG>`` environment defaults."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from surge.errors import ConfigError
+
+__all__ = ["TrainerConfig", "build_config", "format_validation_error"]
+
+ENV_PREFIX = "SURGE_TRAINER_"
+Fraction = int | float
+
+
+class TrainerConfig(BaseModel):
+    """Every Trainer argument, its type and its default. ``Trainer(**kwargs)`` validates through this."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True, frozen=True)
+
+    # hardware and backends: provider names or instances
+    accelerator: Any = "auto"
+    strategy: Any = "auto"
+    devices: int | str | list[int] = "auto"
+    num_nodes: int = Field(1, ge=1)
+    precision: Any = "32-true"
+    # default plugins and their switches
+    logger: Any = True
+    enable_checkpointing: bool = True
+    enable_progress_bar: bool = True
+    enable_model_summary: bool = True
+    plugins: Any = None
+    # loop length
+    max_epochs: int | None = Field(None, ge=-1)
+    min_epochs: int | None = Field(None, ge=0)
+    max_steps: int = Field(-1, ge=-1)
+    min_steps: int | None = Field(None, ge=0)
+    limit_train_batches: Fraction | None = Field(None, ge=0)
+    limit_val_batches: Fraction | None = Field(None, ge=0)
+    limit_test_batches: Fraction | None = Field(None, ge=0)
+    limit_predict_batches: Fraction | None = Field(None, ge=0)
+    overfit_batches: Fraction = Field(0.0, ge=0)
+    fast_dev_run: bool | int = False
+    # validation schedule
+    val_check_interval: Fraction | None = Field(None, gt=0)
+    check_val_every_n_epoch: int | None = Field(1, ge=1)
+    num_sanity_val_steps: int = Field(2, ge=-1)
+    # optimisation
+    accumulate_grad_batches: int = Field(1, ge=1)
+    gradient_clip_val: Fraction | None = Field(None, ge=0)
+    gradient_clip_algorithm: Literal["norm", "value"] = "norm"
+    # data
+    reload_dataloaders_every_n_epochs: int = Field(0, ge=0)
+    multiple_trainloader_mode: Literal["max_size_cycle", "min_size"] = "max_size_cycle"
+    use_distributed_sampler: bool = True
+    prepare_data_per_node: bool = True
+    # logging and reproducibility
+    log_every_n_steps: int = Field(50, ge=1)
+    move_metrics_to_cpu: bool = False
+    deterministic: bool | Literal["warn"] | None = None
+    benchmark: bool | None = None
+    inference_mode: bool = True
+    default_root_dir: str | None = None
+
+    @field_validator("default_root_dir", mode="before")
+    @classmethod
+    def _path_to_str(cls, value: object) -> object:
+        return os.fspath(value) if isinstance(value, PurePath) else value
+
+    @field_validator("fast_dev_run")
+    @classmethod
+    def _fast_dev_run(cls, value: bool | int) -> bool | int:
+        if not isinstance(value, bool) and value < 0:
+            raise ValueError("must be True, False or a number of batches >= 0")
+        return value
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, value: int | str | list[int]) -> int | str | list[int]:
+        if isinstance(value, int) and value < -1 or value == 0:
+            raise ValueError("must be 'auto', -1 (all), a positive count, or a list of device indices")
+        return value
+
+    @field_validator(
+        "limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches",
+        "overfit_batches", "val_check_interval",
+    )
+    @classmethod
+    def _fraction(cls, value: Fraction | None) -> Fraction | None:
+        if isinstance(value, float) and value > 1.0:
+            raise ValueError(
+                f"a float is a fraction of the batches and must be <= 1.0; for a count pass an int ({int(value)})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainerConfig:
+        if self.min_epochs is not None and self.max_epochs not in (None, -1) and self.min_epochs > self.max_epochs:
+            raise ValueError(f"min_epochs ({self.min_epochs}) is larger than max_epochs ({self.max_epochs})")
+        if self.min_steps is not None and self.max_steps != -1 and self.min_steps > self.max_steps:
+            raise ValueError(f"min_steps ({self.min_steps}) is larger than max_steps ({self.max_steps})")
+        return self
+
+
+def _env_defaults(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Values from ``SURGE_TRAINER_<FLAG>``, JSON-decoded when they parse as JSON (``3``, ``0.5``, ``true``,
+    ``null``, ``[0, 1]``), else taken as strings (``ddp``). Returns the values and their variable names."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for field_name in TrainerConfig.model_fields:
+        key = ENV_PREFIX + field_name.upper()
+        if key in environ:
+            raw = environ[key]
+            try:
+                values[field_name] = json.loads(raw)
+            except ValueError:
+                values[field_name] = raw
+            sources[field_name] = key
+    return values, sources
+
+
+def build_config(kwargs: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> TrainerConfig:
+    """Merge environment defaults under ``kwargs`` and validate; every problem is reported at once."""
+    env_values, env_sources = _env_defaults(os.environ if environ is None else environ)
+    merged = {**env_values, **kwargs}
+    try:
+        return TrainerConfig.model_validate(merged)
+    except ValidationError as exc:
+        sources = {k: v for k, v in env_sources.items() if k not in kwargs}
+        raise ConfigError(format_validation_error(exc, "trainer", sources), "Trainer arguments") from None
+
+
+def format_validation_error(
+    exc: ValidationError, prefix: str, sources: Mapping[str, str] | None = None, model: type[BaseModel] | None = None
+) -> list[tuple[str, str]]:
+    """Turn pydantic's errors into ``(dotted path, message)`` pairs with the value, the rule, and a
+    "did you mean" for misspelt keys."""
+    fields = list((model or TrainerConfig).model_fields)
+    problems: list[tuple[str, str]] = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        path = ".".join([prefix, *loc]) if loc else prefix
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(loc[-1], fields, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; valid names: {', '.join(fields)}"
+            message = f"unknown argument{hint}"
+        else:
+            message = f"got {error['input']!r}: {error['msg']}"
+            if loc and sources and loc[0] in sources:
+                message += f" (from the environment variable {sources[loc[0]]})"
+        problems.append((path, message))
+    return problems

@@ -1,0 +1,49 @@
+"""The one exception hierarchy of Surge.
+
+Every message says what is wrong, where (file, dotted config path, plugin and event) and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SurgeError",
+    "ConfigError",
+    "PluginError",
+    "PluginConflictError",
+    "PluginOrderError",
+    "ProviderError",
+]
+
+
+class SurgeError(Exception):
+    """Base class of every error Surge raises on purpose."""
+
+
+class ConfigError(SurgeError, ValueError):
+    """A configuration (Trainer arguments, environment defaults, run config) is invalid.
+
+    ``problems`` holds one ``(path, message)`` pair per problem; the message lists them all.
+    """
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = "Trainer arguments") -> None:
+        self.problems = list(problems)
+        self.source = source
+        lines = [f"{len(self.problems)} problem(s) in {source}:"]
+        lines += [f"  - {path}: {message}" for path, message in self.problems]
+        super().__init__("\n".join(lines))
+
+
+class PluginError(SurgeError):
+    """A plugin could not be loaded, declared itself wrongly, or cannot be activated."""
+
+
+class PluginConflictError(PluginError):
+    """Two distributions claim one plugin name, or two providers claim one provider name."""
+
+
+class PluginOrderError(PluginError):
+    """The declared ``before=``/``after=`` constraints name an unknown plugin or form a cycle."""
+
+
+class ProviderError(PluginError, ValueError):
+    """A provider name (``accelerator=``, ``strategy=``, ``precision=``...) matches no installed plugin."""

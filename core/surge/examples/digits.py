@@ -1,0 +1,88 @@
+"""Handwritten digits (scikit-learn's 8x8 images, shipped inside scikit-learn) with a small MLP.
+
+The embedded default of ``surge fit``: 1,797 real images, trains to about 97% validation accuracy in a few
+seconds on one CPU core.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+
+
+class DigitsDataModule(surge.DataModule):
+    """80/20 split of scikit-learn's digits; pixel intensities (0..16) scaled to 0..1."""
+
+    def __init__(self, batch_size: int = 64, val_fraction: float = 0.2, seed: int = 0) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.batch_size, self.val_fraction, self.seed = batch_size, val_fraction, seed
+
+    def setup(self, stage: str) -> None:
+        try:
+            from sklearn.datasets import load_digits
+        except ImportError:
+            raise surge.SurgeError(
+                "the digits example needs scikit-learn, which ships the data set: `pip install scikit-learn` "
+                "(or `pip install 'surge[examples]'`)"
+            ) from None
+        x_np, y_np = load_digits(return_X_y=True)
+        x = torch.tensor(x_np, dtype=torch.float32) / 16.0
+        y = torch.tensor(y_np, dtype=torch.long)
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(self.seed))
+        n_val = int(len(x) * self.val_fraction)
+        val_idx, train_idx = order[:n_val], order[n_val:]
+        self.train_set = TensorDataset(x[train_idx], y[train_idx])
+        self.val_set = TensorDataset(x[val_idx], y[val_idx])
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(
+            self.train_set, batch_size=self.batch_size, shuffle=True,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=256)
+
+    def test_dataloader(self) -> DataLoader:
+        return self.val_dataloader()
+
+
+class DigitsClassifier(surge.Module):
+    """64 pixels -> 128 hidden units -> 10 classes, Adam with a cosine schedule."""
+
+    def __init__(self, hidden: int = 128, lr: float = 3e-3, max_epochs: int = 10) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # type: ignore[no-any-return]
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = nn.functional.cross_entropy(self(x), y)
+        self.log("train_loss", loss, on_epoch=True, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def _evaluate(self, batch: Any, prefix: str) -> None:
+        x, y = batch
+        logits = self(x)
+        self.log(f"{prefix}_loss", nn.functional.cross_entropy(logits, y))
+        self.log(f"{prefix}_acc", (logits.argmax(-1) == y).float().mean(), prog_bar=True)
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.hparams.max_epochs)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}

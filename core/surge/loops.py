@@ -1,0 +1,368 @@
+"""The loops: a plain PyTorch training loop with events at its seams.
+
+Read top to bottom: :func:`fit` runs the sanity check and the epochs; :func:`train_epoch` is the batch
+loop; :func:`optimization_step` is forward, backward and step; :func:`evaluate` serves validation, test
+and predict. Every event is guarded by ``if bus.<event>:`` so that an event nobody subscribed to costs one
+attribute test: no payload is built and no call is made.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from surge import events as ev
+from surge._data import loader_len
+from surge.errors import SurgeError
+
+if TYPE_CHECKING:
+    from surge.trainer import Trainer
+
+
+def run_stage(trainer: Trainer, stage: str) -> Any:
+    if stage == "fit":
+        return fit(trainer)
+    if stage == "validate":
+        return evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
+    if stage == "test":
+        loop = trainer._loop
+        limits = [_limit(d, loop.limit_test, "limit_test_batches") for d in trainer.test_dataloaders]
+        return evaluate(trainer, "test", trainer.test_dataloaders, limits)
+    limits = [_limit(d, trainer._loop.limit_predict, "limit_predict_batches") for d in trainer.predict_dataloaders]
+    return evaluate(trainer, "predict", trainer.predict_dataloaders, limits)
+
+
+def _limit(loader: Any, limit: int | float, what: str) -> float:
+    from surge._data import num_batches
+
+    return num_batches(loader_len(loader), limit, what)
+
+
+# -- fit --------------------------------------------------------------------------------------------
+
+
+def fit(trainer: Trainer) -> None:
+    bus, state, loop = trainer._bus, trainer.state, trainer._loop
+    if bus.fit_start:
+        bus.fit_start(ev.FitStart(trainer))
+    if trainer.val_dataloaders and any(trainer.num_sanity_val_batches):
+        state.sanity_checking = True
+        if bus.sanity_check_start:
+            bus.sanity_check_start(ev.SanityCheckStart(trainer))
+        evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_sanity_val_batches)
+        state.sanity_checking = False
+        if bus.sanity_check_end:
+            bus.sanity_check_end(ev.SanityCheckEnd(trainer))
+        _raise_if_interrupted(trainer)
+    if bus.train_start:
+        bus.train_start(ev.TrainStart(trainer))
+    manual_hooks = _hook_manual_optimizers(trainer) if not trainer.module.automatic_optimization else []
+    try:
+        while not _fit_done(trainer):
+            reload_every = trainer.config.reload_dataloaders_every_n_epochs
+            if reload_every and state.current_epoch > 0 and state.current_epoch % reload_every == 0:
+                trainer.reload_train_dataloader()
+            train_epoch(trainer)
+            state.current_epoch += 1
+            _raise_if_interrupted(trainer)
+    finally:
+        for handle in manual_hooks:
+            handle.remove()
+    if bus.train_end:
+        bus.train_end(ev.TrainEnd(trainer))
+    if bus.fit_end:
+        bus.fit_end(ev.FitEnd(trainer))
+
+
+def _fit_done(trainer: Trainer) -> bool:
+    state, loop = trainer.state, trainer._loop
+    if loop.max_steps != -1 and state.global_step >= loop.max_steps:
+        return True
+    if loop.max_epochs != -1 and state.current_epoch >= loop.max_epochs:
+        return True
+    if trainer.num_training_batches == 0:
+        return True
+    return state.should_stop and _min_reached(trainer)
+
+
+def _min_reached(trainer: Trainer) -> bool:
+    state, loop = trainer.state, trainer._loop
+    return state.current_epoch >= loop.min_epochs and state.global_step >= loop.min_steps
+
+
+def _raise_if_interrupted(trainer: Trainer) -> None:
+    if trainer.state.interrupted:
+        from surge.trainer import _Interrupted
+
+        raise _Interrupted
+
+
+def train_epoch(trainer: Trainer) -> None:
+    bus, state, loop, metrics = trainer._bus, trainer.state, trainer._loop, trainer._metrics
+    module, strategy, precision = trainer.module, trainer.strategy, trainer.precision_plugin
+    epoch = state.current_epoch
+    n = trainer.num_training_batches
+    accumulate = trainer.config.accumulate_grad_batches
+    val_every = _val_check_batches(trainer)
+    global_val = loop.check_val_every_n_epoch is None
+    val_epoch = val_every is not None and (global_val or (epoch + 1) % loop.check_val_every_n_epoch == 0)  # type: ignore[operator]
+    automatic = module.automatic_optimization
+    training_step = module.training_step
+
+    if bus.train_epoch_start:
+        bus.train_epoch_start(ev.TrainEpochStart(trainer, epoch))
+    module.train()
+    metrics.context = "train"
+    iterator = iter(trainer.train_dataloader)
+    batch_idx = 0
+    pending = False  # gradients accumulated but not yet stepped
+    while batch_idx < n:
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            break
+        state.batch_idx = batch_idx
+        batch = precision.convert_input(strategy.batch_to_device(batch))
+        metrics.new_batch(batch)
+        if bus.train_batch_start:
+            bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
+            if state.should_stop and _min_reached(trainer):
+                break
+        if automatic:
+            with precision.autocast(strategy.root_device):
+                outputs = training_step(batch, batch_idx)
+            loss = _loss_of(outputs)
+            if loss is not None:
+                if accumulate > 1:
+                    loss = loss / accumulate
+                trainer._backward(loss)
+                pending = True
+                if (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n:
+                    optimization_step(trainer)
+                    pending = False
+        else:
+            outputs = training_step(batch, batch_idx)
+        metrics.end_step(write=trainer.should_log)
+        if bus.train_batch_end:
+            bus.train_batch_end(ev.TrainBatchEnd(trainer, outputs, batch, batch_idx))
+        batch_idx += 1
+        state.total_batches += 1
+        if val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0:
+            _validate_during_fit(trainer)
+        if loop.max_steps != -1 and state.global_step >= loop.max_steps:
+            break
+        if state.should_stop and _min_reached(trainer) or state.interrupted:
+            break
+    if pending and not state.interrupted:
+        optimization_step(trainer)  # the last, partial accumulation window of a loader without length
+    if val_epoch and not val_every and batch_idx and not state.interrupted:
+        _validate_during_fit(trainer)  # loaders without length validate at the end of the epoch
+    metrics.context = "train"
+    metrics.end_epoch()
+    if bus.train_epoch_end:
+        bus.train_epoch_end(ev.TrainEpochEnd(trainer, epoch))
+    metrics.end_epoch()  # what handlers logged in train_epoch_end
+    metrics.context = None
+    if automatic:
+        _step_schedulers(trainer, "epoch")
+
+
+def _val_check_batches(trainer: Trainer) -> int | None:
+    """Validate after every this many training batches (0: at the end of an epoch of unknown length;
+    ``None``: never, there is no validation data)."""
+    if not trainer.val_dataloaders or not any(trainer.num_val_batches):
+        return None
+    interval, n = trainer._loop.val_check_interval, trainer.num_training_batches
+    if isinstance(interval, int):
+        if trainer._loop.check_val_every_n_epoch is not None and interval > n:
+            raise SurgeError(
+                f"val_check_interval={interval} is larger than the {n} training batches of an epoch; lower it, "
+                "or pass check_val_every_n_epoch=None to count batches across epochs"
+            )
+        return interval
+    if math.isinf(n):
+        if interval != 1.0:
+            raise SurgeError(
+                f"val_check_interval={interval} is a fraction, but the training loader has no length; pass an int"
+            )
+        return 0
+    return max(1, int(n * interval))
+
+
+def _validate_during_fit(trainer: Trainer) -> None:
+    evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
+    trainer.module.train()
+    trainer._metrics.context = "train"
+
+
+def _loss_of(outputs: Any) -> torch.Tensor | None:
+    if outputs is None or isinstance(outputs, torch.Tensor):
+        return outputs
+    if isinstance(outputs, dict) and "loss" in outputs:
+        return outputs["loss"]  # type: ignore[no-any-return]
+    raise SurgeError(
+        f"training_step returned {type(outputs).__name__}; return the loss tensor, a dict with a 'loss' "
+        "entry, or None to skip the batch"
+    )
+
+
+def optimization_step(trainer: Trainer) -> None:
+    """Unscale, clip, step, zero the gradients, count the step, and step per-step schedulers."""
+    bus, precision = trainer._bus, trainer.precision_plugin
+    optimizer = trainer.optimizers[0]
+    clip = trainer.config.gradient_clip_val
+    if clip:
+        precision.unscale_gradients(optimizer)
+        clip_gradients(optimizer, clip, trainer.config.gradient_clip_algorithm)
+    if bus.before_optimizer_step:
+        bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer, optimizer, 0))
+    precision.optimizer_step(optimizer)
+    if bus.after_optimizer_step:
+        bus.after_optimizer_step(ev.AfterOptimizerStep(trainer, optimizer, 0))
+    if bus.before_zero_grad:
+        bus.before_zero_grad(ev.BeforeZeroGrad(trainer, optimizer, 0))
+    optimizer.zero_grad(set_to_none=True)
+    if bus.after_zero_grad:
+        bus.after_zero_grad(ev.AfterZeroGrad(trainer, optimizer, 0))
+    trainer.state.global_step += 1
+    if trainer.lr_scheduler_configs:
+        _step_schedulers(trainer, "step")
+
+
+def clip_gradients(optimizer: torch.optim.Optimizer, value: float, algorithm: str) -> None:
+    params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+    if algorithm == "norm":
+        torch.nn.utils.clip_grad_norm_(params, value)
+    else:
+        torch.nn.utils.clip_grad_value_(params, value)
+
+
+def _step_schedulers(trainer: Trainer, when: str) -> None:
+    """``when``: 'step' after an optimizer step, 'epoch' at an epoch's end (after its validation)."""
+    state = trainer.state
+    for config in trainer.lr_scheduler_configs:
+        if config.interval != when:
+            continue
+        count = state.global_step if when == "step" else state.current_epoch + 1
+        if count % config.frequency:
+            continue
+        if config.monitor is None:
+            config.scheduler.step()
+            continue
+        value = trainer.callback_metrics.get(config.monitor)
+        if value is None:
+            if config.strict:
+                raise SurgeError(
+                    f"the lr scheduler monitors '{config.monitor}', which was not logged; logged metrics: "
+                    f"{sorted(trainer.callback_metrics) or 'none'}. Log it with self.log or set strict=False"
+                )
+            continue
+        config.scheduler.step(value)
+
+
+def _hook_manual_optimizers(trainer: Trainer) -> list[Any]:
+    """In manual optimization, count steps and fire the optimizer-step events from the optimizers' hooks."""
+    handles = []
+    for idx, optimizer in enumerate(trainer.optimizers):
+
+        def pre(opt: Any, args: Any, kwargs: Any, idx: int = idx) -> None:
+            if trainer._bus.before_optimizer_step:
+                trainer._bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer, opt, idx))
+
+        def post(opt: Any, args: Any, kwargs: Any, idx: int = idx) -> None:
+            if trainer._bus.after_optimizer_step:
+                trainer._bus.after_optimizer_step(ev.AfterOptimizerStep(trainer, opt, idx))
+            trainer.state.global_step += 1
+
+        handles += [optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post)]
+    return handles
+
+
+# -- validation, test, predict --------------------------------------------------------------------------
+
+
+_STEP_METHOD = {"validation": "validation_step", "test": "test_step", "predict": "predict_step"}
+
+
+def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[float]) -> Any:
+    """One pass of ``stage`` ('validation', 'test' or 'predict') over ``loaders``.
+
+    Returns one dict of epoch metrics per loader (predict: the predictions, a list per loader when several).
+    """
+    bus, state, metrics = trainer._bus, trainer.state, trainer._metrics
+    module, strategy, precision = trainer.module, trainer.strategy, trainer.precision_plugin
+    batch_start, batch_end = getattr(bus, f"{stage}_batch_start"), getattr(bus, f"{stage}_batch_end")
+    BatchStart, BatchEnd = ev.EVENTS[f"{stage}_batch_start"], ev.EVENTS[f"{stage}_batch_end"]
+    step = getattr(module, _STEP_METHOD[stage])
+    several = len(loaders) > 1
+    was_training = module.training
+    module.eval()
+    previous_context = metrics.context
+    metrics.context = stage
+    predictions: list[list[Any]] = [[] for _ in loaders]
+    no_grad = torch.inference_mode() if trainer.config.inference_mode else torch.no_grad()
+    with no_grad:
+        bus.emit(ev.EVENTS[f"{stage}_start"](trainer)) if getattr(bus, f"{stage}_start") else None
+        if getattr(bus, f"{stage}_epoch_start"):
+            bus.emit(ev.EVENTS[f"{stage}_epoch_start"](trainer, state.current_epoch))  # type: ignore[call-arg]
+        for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
+            metrics.dataloader_idx = dl_idx if several else None
+            iterator = iter(loader)
+            batch_idx = 0
+            while batch_idx < limit:
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    break
+                batch = precision.convert_input(strategy.batch_to_device(batch))
+                metrics.new_batch(batch)
+                if batch_start:
+                    batch_start(BatchStart(trainer, batch, batch_idx, dl_idx))  # type: ignore[call-arg]
+                with precision.autocast(strategy.root_device):
+                    outputs = step(batch, batch_idx, dl_idx) if several else step(batch, batch_idx)
+                if stage == "predict":
+                    predictions[dl_idx].append(outputs)
+                if batch_end:
+                    batch_end(BatchEnd(trainer, outputs, batch, batch_idx, dl_idx))  # type: ignore[call-arg]
+                batch_idx += 1
+                if state.interrupted:
+                    break
+            if state.interrupted:
+                break
+        metrics.dataloader_idx = None
+        results = _publish(trainer)
+        if getattr(bus, f"{stage}_epoch_end"):
+            bus.emit(ev.EVENTS[f"{stage}_epoch_end"](trainer, state.current_epoch))  # type: ignore[call-arg]
+        results.update(_publish(trainer))
+        if getattr(bus, f"{stage}_end"):
+            bus.emit(ev.EVENTS[f"{stage}_end"](trainer))
+    metrics.context = previous_context
+    if was_training:
+        module.train()
+    _raise_if_interrupted(trainer)
+    if stage == "predict":
+        return predictions[0] if not several else predictions
+    return _per_loader(results, len(loaders)) if trainer.state.stage != "fit" else None
+
+
+def _publish(trainer: Trainer) -> dict[str, torch.Tensor]:
+    """Reduce what was logged in this evaluation pass; the sanity check's values are dropped."""
+    if trainer.state.sanity_checking:
+        trainer._metrics.discard()
+        return {}
+    return trainer._metrics.end_epoch()
+
+
+def _per_loader(results: dict[str, torch.Tensor], count: int) -> list[dict[str, float]]:
+    """Lightning's return value of validate/test: one dict per loader, shared metrics in each."""
+    per_loader: list[dict[str, float]] = []
+    for idx in range(count):
+        suffix = f"/dataloader_idx_{idx}"
+        per_loader.append({
+            key: float(value.item()) if value.numel() == 1 else value.tolist()
+            for key, value in results.items()
+            if "/dataloader_idx_" not in key or key.endswith(suffix)
+        })
+    return per_loader

@@ -1,0 +1,222 @@
+"""``surge.Module`` and ``surge.DataModule``: the user's model and data, with Lightning's names."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from loguru import logger
+from torch import nn
+
+from surge._metrics import ReduceFx
+from surge.errors import SurgeError
+
+if TYPE_CHECKING:
+    from surge.trainer import Trainer
+
+__all__ = ["Module", "DataModule", "HParams"]
+
+
+class HParams(dict):  # type: ignore[type-arg]
+    """A dict whose keys read as attributes too (``self.hparams.lr``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no hyper-parameter {name!r}; saved: {sorted(self)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+
+def _capture_init_args(obj: object, ignore: Sequence[str], frame_depth: int = 2) -> HParams:
+    frame = inspect.currentframe()
+    for _ in range(frame_depth):
+        assert frame is not None
+        frame = frame.f_back
+    assert frame is not None
+    params = inspect.signature(type(obj).__init__).parameters
+    local = frame.f_locals
+    found = HParams()
+    for name, param in params.items():
+        if name == "self" or name in ignore:
+            continue
+        if param.kind == param.VAR_KEYWORD:
+            found.update(local.get(name, {}))
+        elif param.kind != param.VAR_POSITIONAL and name in local:
+            found[name] = local[name]
+    return found
+
+
+class Module(nn.Module):
+    """An ``nn.Module`` that knows how to train itself.
+
+    Define ``training_step`` and ``configure_optimizers`` (and optionally ``validation_step``, ``test_step``,
+    ``predict_step``). Any ``on_<event>`` method is a handler of that event (see :mod:`surge.events`): it
+    may take ``event``, nothing, or parameters named like the event's fields
+    (``def on_train_batch_end(self, outputs, batch, batch_idx)`` works as in Lightning). ``setup(stage)`` and
+    ``teardown(stage)`` handle those events; ``on_save_checkpoint(checkpoint)`` and
+    ``on_load_checkpoint(checkpoint)`` handle ``before_checkpoint_save`` and ``after_checkpoint_load``.
+    The Module's handlers run after the participants' and before the observers'.
+    """
+
+    automatic_optimization: bool = True
+    """Set to ``False`` to call ``self.optimizers()``, ``self.manual_backward`` and ``opt.step()`` yourself."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._surge_trainer: Trainer | None = None
+        self.hparams: HParams = HParams()
+
+    # -- the methods users define --------------------------------------------------------------
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        """Return the loss tensor, or a dict with a ``"loss"`` entry, or ``None`` to skip the batch."""
+        raise NotImplementedError(f"{type(self).__name__} must define training_step(self, batch, batch_idx)")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        raise NotImplementedError
+
+    def test_step(self, batch: Any, batch_idx: int) -> Any:
+        raise NotImplementedError
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+        """By default, the module applied to the batch (or to its first element)."""
+        if isinstance(batch, (list, tuple)):
+            batch = batch[0]
+        return self(batch)
+
+    def configure_optimizers(self) -> Any:
+        """Return an optimizer, a list of them, ``(optimizers, schedulers)``, or a dict
+        ``{"optimizer": ..., "lr_scheduler": scheduler or {"scheduler": ..., "interval": "epoch"|"step",
+        "frequency": 1, "monitor": "val_loss"}}`` (or a list of such dicts)."""
+        raise NotImplementedError(f"{type(self).__name__} must define configure_optimizers(self) to be fitted")
+
+    # -- what the module asks of the running trainer ---------------------------------------------------
+    @property
+    def trainer(self) -> Trainer:
+        if self._surge_trainer is None:
+            raise SurgeError(f"{type(self).__name__} is not attached to a Trainer; call trainer.fit(model) first")
+        return self._surge_trainer
+
+    @property
+    def device(self) -> torch.device:
+        for tensor in self.parameters():
+            return tensor.device
+        for tensor in self.buffers():
+            return tensor.device
+        return torch.device("cpu")
+
+    @property
+    def current_epoch(self) -> int:
+        return self._surge_trainer.current_epoch if self._surge_trainer else 0
+
+    @property
+    def global_step(self) -> int:
+        return self._surge_trainer.global_step if self._surge_trainer else 0
+
+    def log(
+        self,
+        name: str,
+        value: Any,
+        *,
+        prog_bar: bool = False,
+        logger: bool = True,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: ReduceFx = "mean",
+        sync_dist: bool = False,
+        batch_size: int | None = None,
+        add_dataloader_idx: bool = True,
+    ) -> None:
+        """Record a metric. In training it is logged per step by default, elsewhere per epoch (the mean,
+        weighted by batch size). Values stay on their device; nothing here waits for the device."""
+        trainer = self._surge_trainer
+        if trainer is None:
+            _warn_unattached(name)
+            return
+        trainer._metrics.log(
+            name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
+            reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx,
+        )
+
+    def log_dict(self, values: Mapping[str, Any], **kwargs: Any) -> None:
+        for name, value in values.items():
+            self.log(name, value, **kwargs)
+
+    def optimizers(self) -> Any:
+        """The optimizer (or list of them) from ``configure_optimizers``, for manual optimization."""
+        optimizers = self.trainer.optimizers
+        return optimizers[0] if len(optimizers) == 1 else optimizers
+
+    def lr_schedulers(self) -> Any:
+        schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
+        if not schedulers:
+            return None
+        return schedulers[0] if len(schedulers) == 1 else schedulers
+
+    def manual_backward(self, loss: torch.Tensor) -> None:
+        """``loss.backward()`` through the precision plugin and with the backward events fired."""
+        self.trainer._backward(loss)
+
+    def save_hyperparameters(self, *, ignore: Sequence[str] = ()) -> None:
+        """Store the arguments of ``__init__`` in ``self.hparams`` (call it from ``__init__``)."""
+        self.hparams.update(_capture_init_args(self, ignore))
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on the global-zero process only."""
+        if self._surge_trainer is None or self._surge_trainer.is_global_zero:
+            print(*args, **kwargs)
+
+
+_warned: set[str] = set()
+
+
+def _warn_unattached(name: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        logger.warning("self.log({!r}) ignored: the module is not attached to a running Trainer", name)
+
+
+class DataModule:
+    """The data of an experiment: download once, split, and hand out loaders per stage."""
+
+    def __init__(self) -> None:
+        self.hparams: HParams = HParams()
+
+    def prepare_data(self) -> None:
+        """Download or write to disk. Runs on one process per node (``prepare_data_per_node``)."""
+
+    def setup(self, stage: str) -> None:
+        """Build datasets for ``stage`` ('fit', 'validate', 'test' or 'predict'); runs on every process."""
+
+    def teardown(self, stage: str) -> None:
+        pass
+
+    def train_dataloader(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} defines no train_dataloader()")
+
+    def val_dataloader(self) -> Any:
+        raise NotImplementedError
+
+    def test_dataloader(self) -> Any:
+        raise NotImplementedError
+
+    def predict_dataloader(self) -> Any:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    def save_hyperparameters(self, *, ignore: Sequence[str] = ()) -> None:
+        self.hparams.update(_capture_init_args(self, ignore))
+
+
+def overrides(obj: object, base: type, name: str) -> bool:
+    """Whether ``type(obj)`` defines ``name`` itself rather than inheriting ``base``'s."""
+    return getattr(type(obj), name, None) is not getattr(base, name, None)

@@ -1,0 +1,42 @@
+"""Process-wide ``SURGE_*`` environment settings (plugin blocking, strictness, logging)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["SurgeSettings", "load_settings"]
+
+
+class SurgeSettings(BaseSettings):
+    """Read from the environment each time a Trainer or a CLI command starts.
+
+    Lists are comma-separated: ``SURGE_DISABLE_PLUGINS=swa,ema``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SURGE_", extra="ignore")
+
+    plugins: Annotated[list[str] | None, NoDecode] = None
+    """Allow-list: only these entry points are imported."""
+    disable_plugins: Annotated[list[str], NoDecode] = []
+    """Block-list: these entry points are never imported."""
+    disable_plugin_autoload: bool = False
+    """Import no entry point except those named in ``SURGE_PLUGINS`` or requested by name in the Trainer."""
+    strict_plugins: bool = False
+    """A plugin that fails to import is fatal instead of reported and skipped."""
+    trace_plugins: bool = False
+    """Log every event dispatch with the handlers called and their time."""
+    log_level: str = "WARNING"
+
+    @field_validator("plugins", "disable_plugins", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+
+def load_settings() -> SurgeSettings:
+    return SurgeSettings()

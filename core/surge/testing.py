@@ -1,0 +1,277 @@
+"""Test helpers for Surge and its plugins, registered as a pytest plugin (entry point ``pytest11``).
+
+Fixtures:
+
+* ``event_recorder``: an :class:`EventRecorder`, a participant that records every event it sees;
+* ``plugin_env``: a :class:`PluginEnv` to add in-memory plugins to discovery (as if installed) or hide
+  the installed ones, undone after the test;
+* ``tiny_module`` / ``tiny_datamodule``: a small real model and data set that train in milliseconds;
+* ``make_trainer``: ``Trainer`` factory writing into the test's temporary directory.
+
+Outside pytest, :func:`run_tiny_fit` runs a short fit with given plugins and returns the recorded events.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from surge import plugins as _plugins
+from surge.events import EVENTS, Event
+from surge.hooks import hookimpl
+
+__all__ = [
+    "EventRecorder",
+    "PluginEnv",
+    "TinyModule",
+    "TinyDataModule",
+    "run_tiny_fit",
+]
+
+
+class EventRecorder:
+    """A participant with a handler for every event; ``events`` holds ``(name, event)`` in call order."""
+
+    surge_name = "event_recorder"
+
+    def __init__(self, name: str = "event_recorder", kind: str = "participant") -> None:
+        self.surge_name = name
+        self.surge_kind = kind
+        self.events: list[tuple[str, Event]] = []
+
+    def names(self, *, exclude: Iterable[str] = ()) -> list[str]:
+        skip = set(exclude)
+        return [name for name, _ in self.events if name not in skip]
+
+    def of(self, name: str) -> list[Event]:
+        return [event for n, event in self.events if n == name]
+
+    def clear(self) -> None:
+        self.events.clear()
+
+
+def _recording_handler(event_name: str) -> Callable[..., None]:
+    def handler(self: EventRecorder, event: Event) -> None:
+        self.events.append((event_name, event))
+
+    handler.__name__ = event_name
+    return hookimpl(handler)
+
+
+for _name in EVENTS:
+    setattr(EventRecorder, _name, _recording_handler(_name))
+
+
+@dataclass
+class _FakeDist:
+    name: str
+    version: str
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return {"Name": self.name}
+
+
+@dataclass
+class _FakeEntryPoint:
+    name: str
+    value: str
+    dist: _FakeDist
+    group: str = _plugins.ENTRY_POINT_GROUP
+
+    def load(self) -> Any:
+        module_name, _, attr = self.value.partition(":")
+        __import__(module_name)
+        return getattr(sys.modules[module_name], attr)
+
+
+class PluginEnv:
+    """Add plugins to discovery as if installed, or hide the installed ones. Undone by ``restore()``."""
+
+    def __init__(self) -> None:
+        self._extra: list[_FakeEntryPoint] = []
+        self._hide = False
+        self._previous = _plugins.source
+        self._modules: list[str] = []
+        env = self
+
+        class _Source(_plugins._Source):
+            def entry_points(self) -> Iterable[Any]:
+                installed = [] if env._hide else list(env._previous.entry_points())
+                return [*installed, *env._extra]
+
+        _plugins.source = _Source()
+
+    def add(
+        self, plugin: Any, *, name: str | None = None, distribution: str = "surge-testing-fake", version: str = "0.0.1"
+    ) -> None:
+        """Make ``plugin`` (normally a :class:`surge.Plugin`) discoverable under ``name``."""
+        name = name or getattr(plugin, "name", None) or "fake"
+        module_name = f"_surge_testing_plugin_{len(self._modules)}_{name.replace('-', '_')}"
+        module = types.ModuleType(module_name)
+        module.plugin = plugin  # type: ignore[attr-defined]
+        sys.modules[module_name] = module
+        self._modules.append(module_name)
+        self._extra.append(_FakeEntryPoint(name, f"{module_name}:plugin", _FakeDist(distribution, version)))
+
+    def add_failing(self, name: str, error: str = "boom", distribution: str = "surge-testing-broken") -> None:
+        """A plugin whose import raises ``RuntimeError(error)``."""
+        module_name = f"_surge_testing_missing_{name.replace('-', '_')}"
+        self._extra.append(_FakeEntryPoint(name, f"{module_name}:plugin", _FakeDist(distribution, "0.0.1")))
+        _failing_modules[module_name] = error
+
+    def hide_installed(self, keep: Iterable[str] = ("devices",)) -> None:
+        """Hide installed plugins except ``keep`` (the device provider by default, so a Trainer still runs)."""
+        kept = set(keep)
+        installed = [ep for ep in self._previous.entry_points() if ep.name in kept]
+        self._hide = True
+        self._extra = [*installed, *self._extra]
+
+    def restore(self) -> None:
+        _plugins.source = self._previous
+        for module_name in self._modules:
+            sys.modules.pop(module_name, None)
+
+
+_failing_modules: dict[str, str] = {}
+
+
+class _FailingFinder:
+    """Makes the modules registered by ``PluginEnv.add_failing`` raise on import."""
+
+    @classmethod
+    def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname in _failing_modules:
+            raise RuntimeError(_failing_modules[fullname])
+        return None
+
+
+sys.meta_path.append(_FailingFinder)  # type: ignore[arg-type]
+
+
+class TinyModule(surge.Module):
+    """A two-layer MLP regressor; logs ``train_loss`` per step and ``val_loss``/``test_loss`` per epoch."""
+
+    def __init__(self, in_features: int = 8, hidden: int = 16, lr: float = 0.05) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        self.lr = lr
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # type: ignore[no-any-return]
+
+    def _loss(self, batch: Any) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.mse_loss(self(x), y)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = self._loss(batch)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val_loss", self._loss(batch))
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("test_loss", self._loss(batch))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=self.lr)
+
+
+def tiny_dataset(n: int = 64, in_features: int = 8, seed: int = 0) -> TensorDataset:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, in_features, generator=generator)
+    y = x.sum(dim=1, keepdim=True) * 0.3 + 0.1 * torch.randn(n, 1, generator=generator)
+    return TensorDataset(x, y)
+
+
+class TinyDataModule(surge.DataModule):
+    """64 training and 32 validation/test/predict samples of a noisy linear target; batch size 8."""
+
+    def __init__(self, batch_size: int = 8, n_train: int = 64, n_val: int = 32, in_features: int = 8) -> None:
+        super().__init__()
+        self.batch_size, self.n_train, self.n_val, self.in_features = batch_size, n_train, n_val, in_features
+        self.calls: list[str] = []
+
+    def prepare_data(self) -> None:
+        self.calls.append("prepare_data")
+
+    def setup(self, stage: str) -> None:
+        self.calls.append(f"setup:{stage}")
+        self.train_set = tiny_dataset(self.n_train, self.in_features, seed=1)
+        self.val_set = tiny_dataset(self.n_val, self.in_features, seed=2)
+
+    def teardown(self, stage: str) -> None:
+        self.calls.append(f"teardown:{stage}")
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.batch_size)
+
+    def predict_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.val_set.tensors[0]), batch_size=self.batch_size)
+
+
+def run_tiny_fit(plugins: Iterable[Any] = (), **trainer_kwargs: Any) -> EventRecorder:
+    """Fit :class:`TinyModule` on :class:`TinyDataModule` for one short epoch with ``plugins`` active;
+    returns the recorder (an observer, so it sees every event after all other handlers)."""
+    recorder = EventRecorder(kind="observer")
+    trainer_kwargs.setdefault("max_epochs", 1)
+    trainer_kwargs.setdefault("limit_train_batches", 2)
+    trainer_kwargs.setdefault("limit_val_batches", 2)
+    trainer = surge.Trainer(plugins=[*plugins, recorder], **trainer_kwargs)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    return recorder
+
+
+# -- pytest fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def event_recorder() -> EventRecorder:
+    return EventRecorder()
+
+
+@pytest.fixture
+def plugin_env() -> Iterator[PluginEnv]:
+    env = PluginEnv()
+    try:
+        yield env
+    finally:
+        env.restore()
+
+
+@pytest.fixture
+def tiny_module() -> TinyModule:
+    torch.manual_seed(0)
+    return TinyModule()
+
+
+@pytest.fixture
+def tiny_datamodule() -> TinyDataModule:
+    return TinyDataModule()
+
+
+@pytest.fixture
+def make_trainer(tmp_path: Any) -> Callable[..., surge.Trainer]:
+    def make(**kwargs: Any) -> surge.Trainer:
+        kwargs.setdefault("default_root_dir", str(tmp_path))
+        return surge.Trainer(**kwargs)
+
+    return make

@@ -1,0 +1,645 @@
+"""The Trainer: validates its arguments, activates plugins, and runs the loops with events at their seams."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from loguru import logger
+
+from surge import _data, events as ev
+from surge._activation import parse_requests, resolve_providers, activate
+from surge._bus import Bus, Subscriber, Tier
+from surge._logging import configure_logging
+from surge._metrics import MetricStore
+from surge._module_hooks import ModuleHooks
+from surge._storage import RunDirectory
+from surge.config import TrainerConfig, build_config
+from surge.errors import ConfigError, SurgeError
+from surge.module import DataModule, Module, overrides
+from surge.plugins import discover
+from surge.settings import load_settings
+from surge.state import TrainerState
+
+__all__ = ["Trainer", "LRSchedulerConfig"]
+
+
+@dataclass
+class LRSchedulerConfig:
+    scheduler: Any
+    interval: str = "epoch"
+    frequency: int = 1
+    monitor: str | None = None
+    strict: bool = True
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """The loop settings after defaults and ``fast_dev_run``/``overfit_batches`` are applied."""
+
+    max_epochs: int  # -1: no limit
+    min_epochs: int
+    max_steps: int  # -1: no limit
+    min_steps: int
+    limit_train: int | float
+    limit_val: int | float
+    limit_test: int | float
+    limit_predict: int | float
+    val_check_interval: int | float
+    check_val_every_n_epoch: int | None
+    num_sanity_val_steps: int
+    overfit: bool
+
+    @classmethod
+    def from_config(cls, c: TrainerConfig) -> _Loop:
+        max_epochs = c.max_epochs if c.max_epochs is not None else (-1 if c.max_steps != -1 else 1000)
+        limits = [c.limit_train_batches, c.limit_val_batches, c.limit_test_batches, c.limit_predict_batches]
+        limits = [1.0 if limit is None else limit for limit in limits]
+        overfit = c.overfit_batches > 0
+        if overfit:
+            limits[0] = limits[1] = c.overfit_batches
+        val_check = 1.0 if c.val_check_interval is None else c.val_check_interval
+        sanity, every_n, max_steps = c.num_sanity_val_steps, c.check_val_every_n_epoch, c.max_steps
+        fast = c.fast_dev_run
+        if fast:
+            n = 1 if fast is True else int(fast)
+            limits = [n, n, n, n]
+            max_epochs, max_steps, val_check, sanity, every_n = 1, n, 1.0, 0, 1
+        return cls(
+            max_epochs=max_epochs, min_epochs=c.min_epochs or 0, max_steps=max_steps, min_steps=c.min_steps or 0,
+            limit_train=limits[0], limit_val=limits[1], limit_test=limits[2], limit_predict=limits[3],
+            val_check_interval=val_check, check_val_every_n_epoch=every_n, num_sanity_val_steps=sanity,
+            overfit=overfit,
+        )
+
+
+class _Interrupted(Exception):
+    """Raised at a step boundary after Ctrl-C; turned into the keyboard_interrupt event."""
+
+
+class Trainer:
+    """Runs a :class:`surge.Module` with everything the installed plugins add.
+
+    Arguments are those of :class:`surge.config.TrainerConfig` (Lightning's names). Each may also come from
+    an environment variable ``SURGE_TRAINER_<NAME>`` (JSON or a plain string); explicit arguments win. All
+    problems are reported at once as a :class:`surge.ConfigError` before anything is created on disk.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        settings = load_settings()
+        configure_logging(settings.log_level)
+        self.config: TrainerConfig = build_config(options)
+        self._loop = _Loop.from_config(self.config)
+        self.fast_dev_run = bool(self.config.fast_dev_run)
+        requests = parse_requests(self.config, self.fast_dev_run)
+        self.catalog = discover(settings, requested=requests.names)
+        providers = resolve_providers(self.catalog, self.config)
+        self.accelerator = providers.accelerator
+        self.strategy = providers.strategy
+        self.precision_plugin = providers.precision
+        self._plugin_subscribers: list[Subscriber] = providers.subscribers + activate(self.catalog, requests)
+        self._trace = settings.trace_plugins
+        self._known_names = set(self.catalog.records) | {"module"}
+        self._bus = Bus(self._plugin_subscribers, self._known_names, self._trace)  # checks order constraints now
+        _check_state_keys(self._plugin_subscribers)
+
+        self.state = TrainerState()
+        self._metrics = MetricStore(move_to_cpu=self.config.move_metrics_to_cpu)
+        self._metrics.reduce_across = lambda t, op: self.strategy.reduce(t, op)
+        self.module: Module = None  # type: ignore[assignment]
+        self.datamodule: DataModule | None = None
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.lr_scheduler_configs: list[LRSchedulerConfig] = []
+        self.train_dataloader: Any = None
+        self.val_dataloaders: list[Any] = []
+        self.test_dataloaders: list[Any] = []
+        self.predict_dataloaders: list[Any] = []
+        self.num_training_batches: float = 0
+        self.num_val_batches: list[float] = []
+        self.num_sanity_val_batches: list[float] = []
+        self._run_dir: RunDirectory | None = None
+        self._sigint_count = 0
+        if self._bus.init_start:
+            self._bus.init_start(ev.InitStart(self))
+        if self._bus.init_end:
+            self._bus.init_end(ev.InitEnd(self))
+
+    # -- Lightning's read-only view of the run --------------------------------------------------------
+    @property
+    def current_epoch(self) -> int:
+        return self.state.current_epoch
+
+    @property
+    def global_step(self) -> int:
+        return self.state.global_step
+
+    @property
+    def max_epochs(self) -> int:
+        return self._loop.max_epochs
+
+    @property
+    def max_steps(self) -> int:
+        return self._loop.max_steps
+
+    @property
+    def should_stop(self) -> bool:
+        return self.state.should_stop
+
+    @property
+    def interrupted(self) -> bool:
+        return self.state.interrupted
+
+    @property
+    def sanity_checking(self) -> bool:
+        return self.state.sanity_checking
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        return self._metrics.callback_metrics
+
+    @property
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        return self._metrics.logged_metrics
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, torch.Tensor]:
+        return self._metrics.progress_bar_metrics
+
+    @property
+    def global_rank(self) -> int:
+        return self.strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self.strategy.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return self.strategy.node_rank
+
+    @property
+    def world_size(self) -> int:
+        return self.strategy.world_size
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.strategy.is_global_zero
+
+    @property
+    def lightning_module(self) -> Module:
+        return self.module
+
+    @property
+    def default_root_dir(self) -> str:
+        return self.config.default_root_dir or os.getcwd()
+
+    @property
+    def run_dir(self) -> str | None:
+        """This Trainer's versioned run directory (``<default_root_dir>/surge_runs/version_N``), created by
+        its first run; an fsspec URL when ``default_root_dir`` is one."""
+        return self._run_dir.url if self._run_dir else None
+
+    log_dir = run_dir
+
+    @property
+    def should_log(self) -> bool:
+        """Whether this training step's metrics are written (every ``log_every_n_steps`` optimizer steps)."""
+        return self.state.global_step % self.config.log_every_n_steps == 0
+
+    @property
+    def estimated_stepping_batches(self) -> float:
+        """Optimizer steps the fit will take, for schedulers such as ``OneCycleLR``."""
+        per_epoch = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches)
+        total = per_epoch * self._loop.max_epochs if self._loop.max_epochs != -1 else math.inf
+        return min(total, self._loop.max_steps) if self._loop.max_steps != -1 else total
+
+    @property
+    def plugin_names(self) -> list[str]:
+        return [s.name for s in self._bus.subscribers]
+
+    def event_order(self, event: str) -> list[str]:
+        """Handler names for ``event`` in the order they are called (the Module is ``"module"``)."""
+        return self._bus.order(event)
+
+    # -- what handlers may change ---------------------------------------------------------------------
+    def request_stop(self, reason: str) -> None:
+        """Ask the run to stop at the next step boundary (after ``min_epochs``/``min_steps`` are met)."""
+        if not self.state.should_stop:
+            logger.info("stop requested: {}", reason)
+        self.state.should_stop = True
+        self.state.stop_reason = reason
+
+    # -- entry points ---------------------------------------------------------------------------------
+    def fit(
+        self,
+        model: Module,
+        train_dataloaders: Any = None,
+        val_dataloaders: Any = None,
+        datamodule: DataModule | None = None,
+        ckpt_path: str | None = None,
+    ) -> None:
+        """Train ``model``. Data comes from ``datamodule``, from the loaders passed here, or from the
+        module's own ``train_dataloader()``/``val_dataloader()``."""
+        self._run("fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
+
+    def validate(
+        self, model: Module | None = None, dataloaders: Any = None, datamodule: DataModule | None = None,
+        ckpt_path: str | None = None,
+    ) -> list[dict[str, float]]:
+        """Run one validation pass; returns one dict of epoch metrics per dataloader."""
+        return self._run("validate", model, datamodule, {"val": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
+
+    def test(
+        self, model: Module | None = None, dataloaders: Any = None, datamodule: DataModule | None = None,
+        ckpt_path: str | None = None,
+    ) -> list[dict[str, float]]:
+        """Run one test pass; returns one dict of epoch metrics per dataloader."""
+        return self._run("test", model, datamodule, {"test": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
+
+    def predict(
+        self, model: Module | None = None, dataloaders: Any = None, datamodule: DataModule | None = None,
+        ckpt_path: str | None = None,
+    ) -> list[Any]:
+        """Run ``predict_step`` over the data; returns the predictions (a list per loader when several)."""
+        return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
+
+    # -- the run bracket: setup, exception policy, interrupt, teardown ------------------------------
+    def _run(
+        self, stage: str, model: Module | None, datamodule: DataModule | None, loaders: dict[str, Any],
+        ckpt_path: str | None,
+    ) -> Any:
+        model = self._check_inputs(stage, model, datamodule, loaders)
+        self.module, self.datamodule = model, datamodule
+        model._surge_trainer = self
+        bus = self._bus = Bus(
+            [*self._plugin_subscribers, Subscriber("module", ModuleHooks(model), Tier.MODULE)],
+            self._known_names, self._trace,
+        )
+        state = self.state
+        state.stage, state.status = stage, "running"
+        state.should_stop, state.stop_reason, state.interrupted = False, None, False
+        self._apply_reproducibility()
+        result: Any = None
+        failure: BaseException | None = None
+        with self._sigint_handler():
+            try:
+                self._setup(stage, loaders)
+                if ckpt_path is not None:
+                    self.restore_checkpoint(ckpt_path)
+                from surge import loops
+
+                result = loops.run_stage(self, stage)
+                state.status = "finished"
+            except (_Interrupted, KeyboardInterrupt):
+                state.status, state.interrupted = "interrupted", True
+                logger.warning("interrupted by Ctrl-C; stopping {} at a step boundary", stage)
+                if bus.keyboard_interrupt:
+                    with contextlib.suppress(Exception):  # handler errors are logged by the bus
+                        bus.keyboard_interrupt(ev.KeyboardInterrupt_(self, stage))  # type: ignore[arg-type]
+            except BaseException as exc:
+                state.status, failure = "failed", exc
+                if bus.exception:
+                    with contextlib.suppress(Exception):
+                        bus.exception(ev.Exception_(self, exc, stage))  # type: ignore[arg-type]
+                raise
+            finally:
+                self._teardown(stage, failure)
+        return result
+
+    def _check_inputs(
+        self, stage: str, model: Module | None, datamodule: DataModule | None, loaders: dict[str, Any]
+    ) -> Module:
+        if model is None:
+            if self.module is None:
+                raise SurgeError(f"trainer.{stage}() needs a model: pass the surge.Module to train or evaluate")
+            model = self.module
+        if not isinstance(model, Module):
+            raise SurgeError(
+                f"trainer.{stage}(model=...) got {type(model).__name__}; it must subclass surge.Module "
+                "(an nn.Module with training_step and configure_optimizers)"
+            )
+        if datamodule is not None and not isinstance(datamodule, DataModule):
+            raise SurgeError(f"trainer.{stage}(datamodule=...) got {type(datamodule).__name__}; subclass surge.DataModule")
+        if datamodule is not None and any(v is not None for v in loaders.values()):
+            raise SurgeError(f"trainer.{stage}(): pass either dataloaders or a datamodule, not both")
+        needed = {"fit": "training_step", "validate": "validation_step", "test": "test_step"}.get(stage)
+        if needed and not overrides(model, Module, needed):
+            raise SurgeError(f"trainer.{stage}() needs {type(model).__name__}.{needed}(self, batch, batch_idx)")
+        if stage == "fit" and not overrides(model, Module, "configure_optimizers"):
+            raise SurgeError(f"trainer.fit() needs {type(model).__name__}.configure_optimizers(self)")
+        if stage == "fit" and not model.automatic_optimization and self.config.accumulate_grad_batches != 1:
+            raise ConfigError(
+                [("trainer.accumulate_grad_batches", "must be 1 with manual optimization; accumulate in training_step")]
+            )
+        return model
+
+    def _setup(self, stage: str, loaders: dict[str, Any]) -> None:
+        self.strategy.setup_environment()
+        if self._run_dir is None and self.is_global_zero:
+            self._run_dir = RunDirectory.create(self.default_root_dir)
+            self._run_dir.write_text("plugins.json", json.dumps(self.plugin_set(), indent=2))
+        dm = self.datamodule
+        if dm is not None and self._should_prepare_data():
+            dm.prepare_data()
+        if dm is None and overrides(self.module, Module, "prepare_data") and self._should_prepare_data():
+            self.module.prepare_data()  # type: ignore[attr-defined]
+        self.module = self.strategy.setup_module(self.precision_plugin.convert_module(self.module))  # type: ignore[assignment]
+        fit_stage = {"fit": "fit", "validate": "validate", "test": "test", "predict": "predict"}[stage]
+        if dm is not None:
+            dm.setup(fit_stage)
+        if self._bus.setup:
+            self._bus.setup(ev.Setup(self, fit_stage))  # type: ignore[arg-type]
+        self._load_dataloaders(stage, loaders)
+        if stage == "fit":
+            self.optimizers, self.lr_scheduler_configs = _parse_optimizers(self.module.configure_optimizers())
+            if self.module.automatic_optimization and len(self.optimizers) > 1:
+                raise SurgeError(
+                    f"{type(self.module).__name__}.configure_optimizers returned {len(self.optimizers)} optimizers; "
+                    "automatic optimization uses one. Set `automatic_optimization = False` and step them yourself"
+                )
+
+    def _teardown(self, stage: str, failure: BaseException | None) -> None:
+        bus = self._bus
+        try:
+            if bus.teardown:
+                bus.teardown(ev.Teardown(self, stage))  # type: ignore[arg-type]
+            if self.datamodule is not None:
+                self.datamodule.teardown(stage)
+        except Exception as exc:
+            if failure is None:
+                raise
+            failure.add_note(f"surge: teardown also failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._metrics.context = None
+            self.state.stage = None
+
+    def _should_prepare_data(self) -> bool:
+        return self.local_rank == 0 if self.config.prepare_data_per_node else self.is_global_zero
+
+    def _apply_reproducibility(self) -> None:
+        deterministic = self.config.deterministic
+        if deterministic is not None:
+            if deterministic:
+                os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(bool(deterministic), warn_only=deterministic == "warn")
+        benchmark = self.config.benchmark
+        if benchmark is None and deterministic:
+            benchmark = False
+        if benchmark is not None:
+            torch.backends.cudnn.benchmark = benchmark
+
+    @contextlib.contextmanager
+    def _sigint_handler(self) -> Iterator[None]:
+        """First Ctrl-C: stop at the next step boundary. Second: the usual immediate KeyboardInterrupt."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        self._sigint_count = 0
+
+        def handle(signum: int, frame: Any) -> None:
+            self._sigint_count += 1
+            if self._sigint_count > 1:
+                signal.signal(signal.SIGINT, previous)
+                raise KeyboardInterrupt
+            self.state.interrupted = True
+            self.state.should_stop = True
+
+        previous = signal.signal(signal.SIGINT, handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    # -- data -----------------------------------------------------------------------------------------
+    def _load_dataloaders(self, stage: str, passed: dict[str, Any]) -> None:
+        def source(kind: str, method: str) -> Any:
+            if passed.get(kind) is not None:
+                return passed[kind]
+            for owner in (self.datamodule, self.module):
+                fn = getattr(owner, method, None)
+                if fn is None or (isinstance(owner, DataModule) and not overrides(owner, DataModule, method)):
+                    continue
+                return fn()
+            return None
+
+        loop, strategy = self._loop, self.strategy
+        if stage == "fit":
+            train = source("train", "train_dataloader")
+            if train is None:
+                raise SurgeError(
+                    "trainer.fit() found no training data: pass train_dataloaders=, a datamodule, or define "
+                    "train_dataloader() on the module"
+                )
+            self._train_source = lambda: source("train", "train_dataloader")
+            self._set_train_loader(train)
+        if stage in ("fit", "validate"):
+            vals = _data.as_list(source("val", "val_dataloader"))
+            self.val_dataloaders = [strategy.process_dataloader(v, "validate") for v in vals]
+            self.num_val_batches = [_data.num_batches(_data.loader_len(v), loop.limit_val, "limit_val_batches") for v in self.val_dataloaders]
+            sanity = loop.num_sanity_val_steps
+            self.num_sanity_val_batches = [
+                n if sanity == -1 else min(n, sanity) for n in self.num_val_batches
+            ]
+        if stage == "test":
+            tests = _data.as_list(source("test", "test_dataloader"))
+            if not tests:
+                raise SurgeError("trainer.test() found no test data: pass dataloaders=, a datamodule, or define test_dataloader()")
+            self.test_dataloaders = [strategy.process_dataloader(t, "test") for t in tests]
+        if stage == "predict":
+            preds = _data.as_list(source("predict", "predict_dataloader"))
+            if not preds:
+                raise SurgeError("trainer.predict() found no data: pass dataloaders=, a datamodule, or define predict_dataloader()")
+            self.predict_dataloaders = [strategy.process_dataloader(p, "predict") for p in preds]
+        if stage == "validate" and not self.val_dataloaders:
+            raise SurgeError("trainer.validate() found no validation data: pass dataloaders=, a datamodule, or define val_dataloader()")
+
+    def _set_train_loader(self, train: Any) -> None:
+        if isinstance(train, (list, tuple, Mapping)):
+            items = train.items() if isinstance(train, Mapping) else enumerate(train)
+            processed = {k: self._prepare_train(v) for k, v in items}
+            train = processed if isinstance(train, Mapping) else [processed[i] for i in range(len(processed))]
+        else:
+            train = self._prepare_train(train)
+        self.train_dataloader = _data.combine(train, self.config.multiple_trainloader_mode)
+        self.num_training_batches = _data.num_batches(
+            _data.loader_len(self.train_dataloader), self._loop.limit_train, "limit_train_batches"
+        )
+
+    def _prepare_train(self, loader: Any) -> Any:
+        if self._loop.overfit:
+            loader = _data.sequential(loader)
+        return self.strategy.process_dataloader(loader, "fit")
+
+    def reload_train_dataloader(self) -> None:
+        self._set_train_loader(self._train_source())
+
+    # -- backward and optimizer steps (used by the loops and by manual optimization) ---------------------
+    def _backward(self, loss: torch.Tensor) -> None:
+        bus = self._bus
+        if bus.before_backward:
+            bus.before_backward(ev.BeforeBackward(self, loss))
+        self.precision_plugin.backward(loss)
+        if bus.after_backward:
+            bus.after_backward(ev.AfterBackward(self, loss))
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def plugin_set(self) -> list[dict[str, Any]]:
+        """The active plugins: name, distribution, version and tier."""
+        return [
+            {"name": s.name, "distribution": s.distribution, "version": s.version, "tier": s.tier.name.lower()}
+            for s in self._plugin_subscribers
+        ]
+
+    def dump_checkpoint(self, weights_only: bool = False) -> dict[str, Any]:
+        """Everything needed to resume, as plain tensors and containers (``weights_only`` loadable)."""
+        state = self.state
+        checkpoint: dict[str, Any] = {
+            "surge_checkpoint_version": 1,
+            "epoch": state.current_epoch,
+            "global_step": state.global_step,
+            "state_dict": self.module.state_dict(),
+            "hparams": dict(self.module.hparams),
+            "plugin_set": self.plugin_set(),
+        }
+        if not weights_only:
+            checkpoint["loops"] = {"current_epoch": state.current_epoch, "global_step": state.global_step,
+                                   "total_batches": state.total_batches}
+            checkpoint["optimizer_states"] = [opt.state_dict() for opt in self.optimizers]
+            checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in self.lr_scheduler_configs]
+            checkpoint["precision"] = self.precision_plugin.state_dict()
+            checkpoint["plugins"] = {
+                _state_key(s): s.obj.state_dict() for s in self._plugin_subscribers if _stateful(s.obj)  # type: ignore[attr-defined]
+            }
+            if self.datamodule is not None:
+                checkpoint["datamodule"] = self.datamodule.state_dict()
+        if self._bus.before_checkpoint_save:
+            self._bus.before_checkpoint_save(ev.BeforeCheckpointSave(self, checkpoint))
+        return checkpoint
+
+    def save_checkpoint(self, path: str, weights_only: bool = False) -> None:
+        """Write a checkpoint to ``path`` (local path or fsspec URL) crash-safely; global-zero only."""
+        checkpoint = self.dump_checkpoint(weights_only)
+        if self.is_global_zero:
+            from surge._storage import atomic_save
+
+            atomic_save(checkpoint, path)
+        self.strategy.barrier("save_checkpoint")
+        if self._bus.after_checkpoint_save:
+            self._bus.after_checkpoint_save(ev.AfterCheckpointSave(self, checkpoint))
+
+    def restore_checkpoint(self, path: str) -> None:
+        """Load ``path`` (``weights_only=True``) and restore weights, optimizers, progress and plugin states."""
+        from surge._storage import load_checkpoint
+
+        checkpoint = load_checkpoint(path)
+        bus = self._bus
+        if bus.before_checkpoint_load:
+            bus.before_checkpoint_load(ev.BeforeCheckpointLoad(self, checkpoint))
+        self.module.load_state_dict(checkpoint["state_dict"])
+        loops = checkpoint.get("loops")
+        if loops and self.state.stage == "fit":
+            self.state.current_epoch = loops["current_epoch"]
+            self.state.global_step = loops["global_step"]
+            self.state.total_batches = loops.get("total_batches", 0)
+            for opt, opt_state in zip(self.optimizers, checkpoint.get("optimizer_states", [])):
+                opt.load_state_dict(opt_state)
+            for config, sched_state in zip(self.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
+                config.scheduler.load_state_dict(sched_state)
+            self.precision_plugin.load_state_dict(checkpoint.get("precision", {}))
+            plugin_states = checkpoint.get("plugins", {})
+            for sub in self._plugin_subscribers:
+                if _stateful(sub.obj) and _state_key(sub) in plugin_states:
+                    sub.obj.load_state_dict(plugin_states[_state_key(sub)])  # type: ignore[attr-defined]
+            if self.datamodule is not None and "datamodule" in checkpoint:
+                self.datamodule.load_state_dict(checkpoint["datamodule"])
+        if bus.after_checkpoint_load:
+            bus.after_checkpoint_load(ev.AfterCheckpointLoad(self, checkpoint))
+
+
+def _stateful(obj: object) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
+def _state_key(sub: Subscriber) -> str:
+    key = getattr(sub.obj, "state_key", None)
+    return key if isinstance(key, str) and key else sub.name
+
+
+def _check_state_keys(subscribers: list[Subscriber]) -> None:
+    seen: dict[str, Subscriber] = {}
+    for sub in subscribers:
+        if not _stateful(sub.obj) or sub.tier is Tier.PROVIDER:
+            continue
+        key = _state_key(sub)
+        if key in seen:
+            raise SurgeError(
+                f"{seen[key].describe()} and {sub.describe()} share the state key '{key}'; give each instance "
+                "a distinct `state_key` so their checkpointed states do not overwrite each other"
+            )
+        seen[key] = sub
+
+
+def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+    """Accept every form ``configure_optimizers`` may return (see :meth:`surge.Module.configure_optimizers`)."""
+
+    def scheduler_config(item: Any) -> LRSchedulerConfig:
+        if isinstance(item, Mapping):
+            unknown = set(item) - {"scheduler", "interval", "frequency", "monitor", "strict", "name"}
+            if "scheduler" not in item or unknown:
+                raise SurgeError(
+                    f"configure_optimizers: an lr_scheduler dict needs 'scheduler' and may have interval, "
+                    f"frequency, monitor, strict, name; got keys {sorted(item)}"
+                )
+            config = LRSchedulerConfig(**item)
+        else:
+            config = LRSchedulerConfig(item)
+        if config.interval not in ("epoch", "step"):
+            raise SurgeError(f"configure_optimizers: lr_scheduler interval must be 'epoch' or 'step', got {config.interval!r}")
+        if isinstance(config.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) and config.monitor is None:
+            raise SurgeError(
+                "configure_optimizers: ReduceLROnPlateau needs a metric; return "
+                "{'optimizer': opt, 'lr_scheduler': {'scheduler': sched, 'monitor': 'val_loss'}}"
+            )
+        return config
+
+    optimizers: list[torch.optim.Optimizer] = []
+    schedulers: list[LRSchedulerConfig] = []
+    if isinstance(result, torch.optim.Optimizer):
+        return [result], []
+    if isinstance(result, Mapping):
+        result = [result]
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], (list, tuple)):
+        optimizers = list(result[0])
+        second = result[1]
+        schedulers = [scheduler_config(s) for s in (second if isinstance(second, (list, tuple)) else [second])]
+    elif isinstance(result, (list, tuple)):
+        for item in result:
+            if isinstance(item, Mapping):
+                if "optimizer" not in item:
+                    raise SurgeError(f"configure_optimizers: a dict needs an 'optimizer' entry; got keys {sorted(item)}")
+                optimizers.append(item["optimizer"])
+                if item.get("lr_scheduler") is not None:
+                    schedulers.append(scheduler_config(item["lr_scheduler"]))
+                if item.get("monitor") is not None and schedulers and schedulers[-1].monitor is None:
+                    schedulers[-1].monitor = item["monitor"]
+            else:
+                optimizers.append(item)
+    else:
+        raise SurgeError(
+            f"configure_optimizers returned {type(result).__name__}; return an optimizer, a list of them, "
+            "(optimizers, schedulers), or {'optimizer': ..., 'lr_scheduler': ...}"
+        )
+    bad = [type(o).__name__ for o in optimizers if not isinstance(o, torch.optim.Optimizer)]
+    if bad or not optimizers:
+        raise SurgeError(f"configure_optimizers must return torch optimizers; got {bad or 'none'}")
+    return optimizers, schedulers
+

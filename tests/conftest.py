@@ -1,0 +1,1 @@
+"""Core tests. Fixtures come from ``surge.testing`` (registered as a pytest plugin by the core package)."""
