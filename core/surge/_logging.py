@@ -11,6 +11,7 @@ import sys
 from loguru import logger
 
 _state: dict[str, int | str | None] = {"handler": None, "level": None}
+_routed: set[str] = set()
 
 
 class _InterceptHandler(logging.Handler):
@@ -31,6 +32,15 @@ def route_stdlib(*names: str) -> None:
         if not any(isinstance(h, _InterceptHandler) for h in std.handlers):
             std.addHandler(_InterceptHandler())
             std.propagate = False
+        _routed.add(name)
+        if isinstance(_state["level"], str):
+            std.setLevel(_stdlib_level(_state["level"]))
+
+
+def _stdlib_level(level: str) -> int:
+    """The stdlib level matching a loguru level name (TRACE/SUCCESS map to their neighbours)."""
+    number = logger.level(level).no
+    return max(logging.DEBUG, min(number, logging.CRITICAL))
 
 
 def configure_logging(level: str | None = None) -> None:
@@ -55,4 +65,4 @@ def configure_logging(level: str | None = None) -> None:
 
     _state["handler"] = logger.add(sys.stderr, level=0, filter=keep, format="<level>{level: <8}</level> {message}")
     _state["level"] = level
-    route_stdlib("torch")
+    route_stdlib("torch", *_routed)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from loguru import logger
 from pydantic import BaseModel
 
+from surge._logging import route_stdlib
 from surge.errors import PluginConflictError, PluginError
 from surge.settings import SurgeSettings
 
@@ -219,3 +220,4 @@ def _load(ep: metadata.EntryPoint, record: PluginRecord, settings: SurgeSettings
         logger.warning("{} failed to load and is skipped: {}", record.describe(), record.reason)
         return
     record.plugin = obj
+    route_stdlib(record.module)  # the plugin's stdlib `logging` records go through Surge's sink

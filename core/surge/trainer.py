@@ -541,6 +541,7 @@ class Trainer:
         from surge._storage import load_checkpoint
 
         checkpoint = load_checkpoint(path)
+        _warn_plugin_set_diff(path, checkpoint.get("plugin_set", []), self.plugin_set())
         bus = self._bus
         if bus.before_checkpoint_load:
             bus.before_checkpoint_load(ev.BeforeCheckpointLoad(self, checkpoint))
@@ -563,6 +564,18 @@ class Trainer:
                 self.datamodule.load_state_dict(checkpoint["datamodule"])
         if bus.after_checkpoint_load:
             bus.after_checkpoint_load(ev.AfterCheckpointLoad(self, checkpoint))
+
+
+def _warn_plugin_set_diff(path: str, saved: list[dict[str, Any]], current: list[dict[str, Any]]) -> None:
+    def key(entry: dict[str, Any]) -> tuple[str, str]:
+        return entry["name"], f"{entry.get('distribution') or '-'} {entry.get('version') or '-'}"
+
+    before, now = dict(map(key, saved)), dict(map(key, current))
+    lines = [f"  - {n} ({before[n]}): in the checkpoint, not active now" for n in sorted(set(before) - set(now))]
+    lines += [f"  + {n} ({now[n]}): active now, not in the checkpoint" for n in sorted(set(now) - set(before))]
+    lines += [f"  ~ {n}: {before[n]} -> {now[n]}" for n in sorted(set(before) & set(now)) if before[n] != now[n]]
+    if lines:
+        logger.warning("resuming from {} with a different plugin set:\n{}", path, "\n".join(lines))
 
 
 def _stateful(obj: object) -> bool:
@@ -591,7 +604,8 @@ def _check_state_keys(subscribers: list[Subscriber]) -> None:
 def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
     """Accept every form ``configure_optimizers`` may return (see :meth:`surge.Module.configure_optimizers`)."""
 
-    def scheduler_config(item: Any) -> LRSchedulerConfig:
+    def scheduler_config(item: Any, monitor: str | None = None) -> LRSchedulerConfig:
+        # ``monitor`` may also sit next to the optimizer: {"optimizer", "lr_scheduler", "monitor"}
         if isinstance(item, Mapping):
             unknown = set(item) - {"scheduler", "interval", "frequency", "monitor", "strict", "name"}
             if "scheduler" not in item or unknown:
@@ -600,8 +614,10 @@ def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LR
                     f"frequency, monitor, strict, name; got keys {sorted(item)}"
                 )
             config = LRSchedulerConfig(**item)
+            if config.monitor is None:
+                config.monitor = monitor
         else:
-            config = LRSchedulerConfig(item)
+            config = LRSchedulerConfig(item, monitor=monitor)
         if config.interval not in ("epoch", "step"):
             raise SurgeError(f"configure_optimizers: lr_scheduler interval must be 'epoch' or 'step', got {config.interval!r}")
         if isinstance(config.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) and config.monitor is None:
@@ -628,9 +644,7 @@ def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LR
                     raise SurgeError(f"configure_optimizers: a dict needs an 'optimizer' entry; got keys {sorted(item)}")
                 optimizers.append(item["optimizer"])
                 if item.get("lr_scheduler") is not None:
-                    schedulers.append(scheduler_config(item["lr_scheduler"]))
-                if item.get("monitor") is not None and schedulers and schedulers[-1].monitor is None:
-                    schedulers[-1].monitor = item["monitor"]
+                    schedulers.append(scheduler_config(item["lr_scheduler"], item.get("monitor")))
             else:
                 optimizers.append(item)
     else:
