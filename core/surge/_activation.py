@@ -32,6 +32,8 @@ class Requests:
     roles_off: set[str] = field(default_factory=set)
     loggers: set[str] | None = None
     """Logger plugins chosen by name; ``None`` means the default loggers."""
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    """Malformed entries, reported by :func:`activate` together with unknown names and bad settings."""
 
     @property
     def names(self) -> set[str]:
@@ -95,11 +97,10 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
             req.roles_off.add(role)
     if fast_dev_run:
         req.roles_off |= {"logger", "checkpoint"}
-    clash = sorted(set(req.on) & req.off)
+    clash = sorted(req.names & req.off)
     if clash:
         problems.append(("trainer.plugins", f"{clash} both switched on and off"))
-    if problems:
-        raise ConfigError(problems)
+    req.problems = problems
     return req
 
 
@@ -114,16 +115,18 @@ def instance_name(obj: object) -> str:
 
 def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
     """Build the participants and observers that are on, in a deterministic order."""
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = list(req.problems)
     for name in sorted(req.names | req.off):
         record = catalog.records.get(name)
         if record is None:
             problems.append((f"trainer.plugins.{name}", _unknown_plugin(name, catalog)))
         elif record.plugin is None:
             problems.append((f"trainer.plugins.{name}", f"{record.describe()} is {record.status}: {record.reason}"))
-        elif record.plugin.kind == "provider" and name in req.on:
+        elif record.plugin.kind == "provider" and req.on.get(name):
             slots = ", ".join(f"{slot}=" for slot in record.plugin.provides)
-            problems.append((f"trainer.plugins.{name}", f"'{name}' is a provider; choose it with {slots}"))
+            problems.append(
+                (f"trainer.plugins.{name}", f"'{name}' is a provider and takes no settings here; choose it with {slots}")
+            )
     subscribers: list[Subscriber] = []
     for record in catalog.loaded():
         plugin = record.plugin
@@ -189,13 +192,13 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
     elif accelerator_arg == "auto":
         available = [(cls.auto_priority, name) for name, (cls, _) in accelerators.items() if cls.is_available()]
         if not available:
-            raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices"))
+            raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices", catalog))
         _, name = max(available)
         accelerator, sub = _build("accelerator", name, accelerators)
         subscribers.append(sub)
     elif isinstance(accelerator_arg, str):
         if accelerator_arg not in accelerators:
-            raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices"))
+            raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices", catalog))
         cls = accelerators[accelerator_arg][0]
         if not cls.is_available():
             raise ProviderError(
@@ -228,7 +231,7 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
                 )
             name = "single_device"
         if name not in strategies:
-            raise ProviderError(_missing("strategy", name, strategies, "surge-devices or surge-ddp"))
+            raise ProviderError(_missing("strategy", name, strategies, "surge-devices or surge-ddp", catalog))
         factory, record = strategies[name]
         strategy = factory(accelerator, indices, config.num_nodes)
         record.status = "active"
@@ -268,9 +271,14 @@ def _build(slot: str, name: str, found: Mapping[str, tuple[Any, PluginRecord]]) 
     return obj, Subscriber(f"{record.name}.{slot}", obj, Tier.PROVIDER, record.distribution, record.version)
 
 
-def _missing(slot: str, name: str, found: Mapping[str, Any], package: str) -> str:
-    valid = ", ".join(sorted(found)) or "none installed"
+def _missing(slot: str, name: str, found: Mapping[str, Any], package: str, catalog: Catalog | None = None) -> str:
+    valid = ", ".join(sorted(found)) or "none available"
+    # An installed provider may be blocked or broken; saying "install it" would then mislead.
+    unloaded = [r for r in (catalog.records.values() if catalog else ()) if r.plugin is None]
+    hint = "".join(f" {r.describe()} is installed but {r.status}: {r.reason}." for r in unloaded)
+    if any(r.status == "blocked" for r in unloaded):
+        hint += " Allow a blocked one with SURGE_PLUGINS=<name> (or lift SURGE_DISABLE_PLUGINS)."
     return (
-        f"trainer.{slot}: no {slot} named '{name}'. Valid names: {valid}. "
+        f"trainer.{slot}: no {slot} named '{name}'. Valid names: {valid}.{hint} "
         f"Plugins add others (`pip install {package}`); `surge plugins` lists what is installed."
     )

@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from loguru import logger
 
 from surge import hookspecs
-from surge.errors import PluginError, PluginOrderError
+from surge.errors import PluginError, PluginOrderError, SurgeError
 from surge.events import EVENTS, Event
 from surge.hooks import PROJECT, Ordering
 
@@ -44,6 +44,9 @@ class Subscriber:
     version: str | None = None
 
     def describe(self) -> str:
+        if self.tier is Tier.MODULE:
+            owner = getattr(self.obj, "owner", type(self.obj))
+            return f"the Module's hook ({owner.__module__}.{owner.__qualname__})"
         if self.distribution:
             return f"plugin '{self.name}' (distribution {self.distribution} {self.version or '?'})"
         return f"plugin '{self.name}' ({type(self.obj).__module__}.{type(self.obj).__qualname__})"
@@ -131,6 +134,51 @@ class Bus:
     """Holds one attribute per event: ``None`` or a callable taking the event payload."""
 
     __slots__ = (*EVENTS, "_subscribers", "_order", "_manager")
+    if TYPE_CHECKING:  # one attribute per event, set in __init__
+        init_start: _Dispatch | None
+        init_end: _Dispatch | None
+        setup: _Dispatch | None
+        fit_start: _Dispatch | None
+        sanity_check_start: _Dispatch | None
+        sanity_check_end: _Dispatch | None
+        train_start: _Dispatch | None
+        train_epoch_start: _Dispatch | None
+        train_batch_start: _Dispatch | None
+        before_backward: _Dispatch | None
+        after_backward: _Dispatch | None
+        before_optimizer_step: _Dispatch | None
+        after_optimizer_step: _Dispatch | None
+        before_zero_grad: _Dispatch | None
+        after_zero_grad: _Dispatch | None
+        train_batch_end: _Dispatch | None
+        train_epoch_end: _Dispatch | None
+        train_end: _Dispatch | None
+        validation_start: _Dispatch | None
+        validation_epoch_start: _Dispatch | None
+        validation_batch_start: _Dispatch | None
+        validation_batch_end: _Dispatch | None
+        validation_epoch_end: _Dispatch | None
+        validation_end: _Dispatch | None
+        test_start: _Dispatch | None
+        test_epoch_start: _Dispatch | None
+        test_batch_start: _Dispatch | None
+        test_batch_end: _Dispatch | None
+        test_epoch_end: _Dispatch | None
+        test_end: _Dispatch | None
+        predict_start: _Dispatch | None
+        predict_epoch_start: _Dispatch | None
+        predict_batch_start: _Dispatch | None
+        predict_batch_end: _Dispatch | None
+        predict_epoch_end: _Dispatch | None
+        predict_end: _Dispatch | None
+        before_checkpoint_save: _Dispatch | None
+        after_checkpoint_save: _Dispatch | None
+        before_checkpoint_load: _Dispatch | None
+        after_checkpoint_load: _Dispatch | None
+        fit_end: _Dispatch | None
+        exception: _Dispatch | None
+        keyboard_interrupt: _Dispatch | None
+        teardown: _Dispatch | None
 
     def __init__(
         self, subscribers: Iterable[Subscriber], known_names: Iterable[str] = (), trace: bool = False
@@ -161,6 +209,8 @@ class Bus:
 
     def order(self, event: str) -> list[str]:
         """The names of the plugins handling ``event``, in the order they are called."""
+        if event not in self._order:
+            raise SurgeError(f"no event named {event!r}; events are: {', '.join(self._order)}")
         return list(self._order[event])
 
     def emit(self, event: Event) -> None:
@@ -197,8 +247,11 @@ def _register(subscribers: list[Subscriber]) -> pluggy.PluginManager:
     try:
         manager.check_pending()
     except pluggy.PluginValidationError as exc:
+        owner = next((s.describe() for s in subscribers if s.obj is exc.plugin), repr(exc.plugin))
+        unknown = str(exc).split(" in plugin ")[0]  # "unknown hook 'name'"
         raise PluginError(
-            f"{exc}. Hook names must be Surge event names (see surge.events.EVENTS); check the spelling."
+            f"{owner} has an {unknown}. Hook names must be Surge event names (see surge.events.EVENTS); "
+            "check the spelling."
         ) from exc
     return manager
 
@@ -217,7 +270,6 @@ def _caller(impl: pluggy.HookImpl) -> _Call:
 def _apply_constraints(
     event: str, entries: list[tuple[pluggy.HookImpl, Subscriber]], known: set[str]
 ) -> list[tuple[pluggy.HookImpl, Subscriber]]:
-    index = {sub.name: i for i, (_, sub) in enumerate(entries)}
     successors: list[set[int]] = [set() for _ in entries]
     constrained = False
     for i, (impl, sub) in enumerate(entries):
@@ -231,14 +283,14 @@ def _apply_constraints(
                     f"is installed. Known plugins: {', '.join(sorted(known))}. Fix the name in its "
                     "@surge.hookimpl(before=/after=)."
                 )
-            j = index.get(other)
-            if j is None:  # installed but inactive, or not handling this event: nothing to order against
-                continue
-            constrained = True
-            if edge == "after":
-                successors[j].add(i)
-            else:
-                successors[i].add(j)
+            # A provider plugin's subscribers are named "<plugin>.<slot>"; its plain name orders against all.
+            others = [j for j, (_, s) in enumerate(entries) if s.name == other or s.name.startswith(f"{other}.")]
+            for j in (j for j in others if j != i):  # none: installed but inactive, or not handling this event
+                constrained = True
+                if edge == "after":
+                    successors[j].add(i)
+                else:
+                    successors[i].add(j)
     if not constrained:
         return entries
     indegree = [0] * len(entries)
@@ -256,7 +308,11 @@ def _apply_constraints(
             if indegree[j] == 0:
                 heapq.heappush(ready, j)
     if len(result) < len(entries):
-        cycle = sorted(entries[i][1].name for i, d in enumerate(indegree) if d > 0)
+        # What is left lies on or after a cycle; dropping what leads nowhere leaves the cycle itself.
+        left = {i for i, d in enumerate(indegree) if d > 0}
+        while dead_ends := {i for i in left if not successors[i] & left}:
+            left -= dead_ends
+        cycle = sorted(entries[i][1].name for i in left)
         raise PluginOrderError(
             f"the before=/after= constraints on event '{event}' form a cycle among plugins {cycle}; "
             "remove one of the constraints"

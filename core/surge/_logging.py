@@ -63,6 +63,8 @@ def configure_logging(level: str | None = None) -> None:
         ours = record["name"] and (record["name"].startswith("surge") or "stdlib" in record["extra"])
         return record["level"].no >= threshold if ours else True
 
-    _state["handler"] = logger.add(sys.stderr, level=0, filter=keep, format="<level>{level: <8}</level> {message}")
+    _state["handler"] = logger.add(
+        sys.stderr, level=0, filter=keep, format="<level>{level: <8}</level> {message}", diagnose=False
+    )
     _state["level"] = level
     route_stdlib("torch", *_routed)

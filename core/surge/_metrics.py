@@ -61,7 +61,9 @@ class MetricStore:
         self.batch_size: int | None = None  # size of the current batch (for weighted epoch means)
         self.batch: Any = None
         self._step: dict[str, tuple[torch.Tensor, _Meta]] = {}
-        self._epoch: dict[str, tuple[_Accumulator, _Meta]] = {}
+        # keyed by (context, name): a validation run in the middle of a training epoch must neither
+        # reduce nor clear the training epoch's accumulators
+        self._epoch: dict[tuple[str, str], tuple[_Accumulator, _Meta]] = {}
         self.callback_metrics: dict[str, torch.Tensor] = {}
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, torch.Tensor] = {}
@@ -104,9 +106,9 @@ class MetricStore:
         if on_step:
             self._step[name] = (tensor, meta)
         if on_epoch:
-            entry = self._epoch.get(name)
+            entry = self._epoch.get((context, name))
             if entry is None:
-                entry = self._epoch[name] = (_Accumulator(reduce_fx), meta)
+                entry = self._epoch[(context, name)] = (_Accumulator(reduce_fx), meta)
             entry[0].values.append(tensor)
             entry[0].weights.append(batch_size if batch_size is not None else self._current_batch_size())
 
@@ -133,10 +135,11 @@ class MetricStore:
         self._step.clear()
 
     def end_epoch(self) -> dict[str, torch.Tensor]:
-        """Reduce epoch accumulators and publish them; returns what was reduced."""
+        """Reduce the current context's epoch accumulators and publish them; returns what was reduced."""
         self.end_step(write=True)
         reduced: dict[str, torch.Tensor] = {}
-        for name, (acc, meta) in self._epoch.items():
+        for context, name in [key for key in self._epoch if key[0] == self.context]:
+            acc, meta = self._epoch.pop((context, name))
             value = acc.reduce()
             if meta.sync_dist:
                 value = self.reduce_across(value, acc.reduce_fx if isinstance(acc.reduce_fx, str) else "mean")
@@ -148,13 +151,19 @@ class MetricStore:
                 self.progress_bar_metrics[key] = value
             if meta.logger:
                 self.logged_metrics[key] = value
-        self._epoch.clear()
         return reduced
 
-    def discard(self) -> None:
-        """Forget what was logged since the last publication (the sanity check's metrics)."""
+    def reset(self) -> None:
+        """Forget unpublished values (a run that failed mid-epoch leaves some); called when a run starts."""
         self._step.clear()
         self._epoch.clear()
+        self.context = self.dataloader_idx = None
+
+    def discard(self) -> None:
+        """Forget what the current context logged since the last publication (the sanity check's metrics)."""
+        self._step.clear()
+        for key in [key for key in self._epoch if key[0] == self.context]:
+            del self._epoch[key]
 
     def _out(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.cpu() if self.move_to_cpu else tensor

@@ -36,21 +36,28 @@ class Accelerator:
 
     def parse_devices(self, devices: int | str | Sequence[int]) -> list[int]:
         """Turn the Trainer's ``devices`` into device indices, with an error that says what exists."""
-        count = self.device_count()
+        count, given = self.device_count(), devices
         if devices == "auto":
             return [0]
-        if devices == -1:
-            return list(range(count))
-        if isinstance(devices, str):
+        if isinstance(devices, str):  # "2", "-1", "0,2" (and "1," for the index list [1])
             try:
                 devices = [int(part) for part in devices.split(",") if part.strip()] if "," in devices else int(devices)
             except ValueError:
-                raise ValueError(f"devices={devices!r} is not 'auto', a count or a comma-separated index list") from None
+                raise ValueError(f"devices={given!r} is not 'auto', a count or a comma-separated index list") from None
+        if devices == -1:
+            return list(range(count))
         indices = list(range(devices)) if isinstance(devices, int) else list(devices)
-        bad = [i for i in indices if not 0 <= i < count]
-        if bad or not indices:
+        if not indices:
             raise ValueError(
-                f"devices={devices!r} asks for {self.name} device(s) {bad or indices}, but {count} "
+                f"devices={given!r} selects no {self.name} device; pass 'auto', a count of at least 1, -1 for all "
+                "of them, or a list of indices such as [0]"
+            )
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"devices={given!r} names a device twice; list each index once")
+        bad = [i for i in indices if not 0 <= i < count]
+        if bad:
+            raise ValueError(
+                f"devices={given!r} asks for {self.name} device(s) {bad}, but {count} "
                 f"{'is' if count == 1 else 'are'} available (indices 0..{count - 1})"
             )
         return indices

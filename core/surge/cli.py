@@ -28,12 +28,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     plugins.add_argument("--json", action="store_true", help="machine-readable output")
 
     args = parser.parse_args(argv)
-    if args.command == "fit":
-        return _fit(args)
-    if args.command == "plugins":
-        return _plugins(args)
-    parser.print_help()
-    return 2
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from surge.errors import SurgeError
+
+    try:
+        return _fit(args) if args.command == "fit" else _plugins(args)
+    except SurgeError as exc:  # a problem the user can fix: the message says how, a traceback would not help
+        print(f"surge {args.command}: error: {exc}", file=sys.stderr)
+        return 1
 
 
 class _ConsoleReport:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any, Literal
@@ -141,18 +143,32 @@ def format_validation_error(
 ) -> list[tuple[str, str]]:
     """Turn pydantic's errors into ``(dotted path, message)`` pairs with the value, the rule, and a
     "did you mean" for misspelt keys."""
-    fields = list((model or TrainerConfig).model_fields)
-    problems: list[tuple[str, str]] = []
+    model_fields = (model or TrainerConfig).model_fields
+    fields = list(model_fields)
+    unions = {name for name, info in model_fields.items() if _is_union(info.annotation)}
+    problems: dict[str, str] = {}
     for error in exc.errors():
         loc = [str(part) for part in error["loc"]]
+        if len(loc) > 1 and loc[0] in unions:
+            loc = loc[:1]  # pydantic reports each member of a union ("devices.int", ...): one path per field
         path = ".".join([prefix, *loc]) if loc else prefix
         if error["type"] == "extra_forbidden":
             close = difflib.get_close_matches(loc[-1], fields, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; valid names: {', '.join(fields)}"
             message = f"unknown argument{hint}"
+        elif path in problems:  # another member of the same union: add what it would have accepted
+            problems[path] += f"; or {error['msg']}" if error["msg"] not in problems[path] else ""
+            continue
         else:
             message = f"got {error['input']!r}: {error['msg']}"
-            if loc and sources and loc[0] in sources:
-                message += f" (from the environment variable {sources[loc[0]]})"
-        problems.append((path, message))
-    return problems
+        problems[path] = message
+    if sources:
+        for path, message in problems.items():
+            field_name = path[len(prefix) + 1 :].split(".")[0]
+            if field_name in sources and not message.startswith("unknown argument"):
+                problems[path] = f"{message} (from the environment variable {sources[field_name]})"
+    return list(problems.items())
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)

@@ -100,7 +100,7 @@ def train_batch_start(event: ev.TrainBatchStart) -> None:
 
 @hookspec
 def before_backward(event: ev.BeforeBackward) -> None:
-    """In automatic optimization, before ``loss.backward()``; ``event.loss`` is the loss already divided for gradient accumulation.
+    """Before ``loss.backward()`` (in manual optimization: inside ``self.manual_backward(loss)``); ``event.loss`` is the loss already divided for gradient accumulation.
 
     May change: Nothing (the loss is read-only).
     """

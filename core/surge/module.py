@@ -82,8 +82,9 @@ class Module(nn.Module):
     def test_step(self, batch: Any, batch_idx: int) -> Any:
         raise NotImplementedError
 
-    def predict_step(self, batch: Any, batch_idx: int) -> Any:
-        """By default, the module applied to the batch (or to its first element)."""
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        """By default, the module applied to the batch (or to its first element). With several predict
+        loaders the loop also passes ``dataloader_idx``."""
         if isinstance(batch, (list, tuple)):
             batch = batch[0]
         return self(batch)

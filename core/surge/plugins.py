@@ -160,7 +160,8 @@ def discover(settings: SurgeSettings, requested: Iterable[str] = ()) -> Catalog:
     """Find, filter and import the ``surge.plugins`` entry points.
 
     ``requested`` names plugins the caller asked for by name; they load even under
-    ``SURGE_DISABLE_PLUGIN_AUTOLOAD=1`` (but not when blocked by ``SURGE_DISABLE_PLUGINS``).
+    ``SURGE_DISABLE_PLUGIN_AUTOLOAD=1``, but never when ``SURGE_DISABLE_PLUGINS`` blocks them or a
+    ``SURGE_PLUGINS`` allow-list leaves them out.
     """
     requested = set(requested)
     by_name: dict[str, tuple[metadata.EntryPoint, PluginRecord]] = {}
@@ -171,6 +172,11 @@ def discover(settings: SurgeSettings, requested: Iterable[str] = ()) -> Catalog:
             previous = by_name[ep.name][1]
             if (previous.distribution, previous.value) == (dist, ep.value):
                 continue  # the same distribution seen twice on sys.path
+            if previous.distribution == dist:
+                raise PluginConflictError(
+                    f"distribution {dist} declares the plugin name '{ep.name}' twice ({previous.value} and "
+                    f"{ep.value}) in its surge.plugins entry points; its author must rename one"
+                )
             raise PluginConflictError(
                 f"two distributions claim the plugin name '{ep.name}': {previous.describe()} -> "
                 f"{previous.value} and {record.describe()} -> {ep.value}. Uninstall one of them."
@@ -192,8 +198,8 @@ def discover(settings: SurgeSettings, requested: Iterable[str] = ()) -> Catalog:
 def _blocked_reason(name: str, settings: SurgeSettings, requested: set[str]) -> str:
     if name in settings.disable_plugins:
         return "blocked by SURGE_DISABLE_PLUGINS"
-    if settings.plugins is not None and name not in settings.plugins and name not in requested:
-        return "not in the SURGE_PLUGINS allow-list"
+    if settings.plugins is not None and name not in settings.plugins:
+        return "not in the SURGE_PLUGINS allow-list"  # an allow-list binds requests by name too
     if settings.disable_plugin_autoload and name not in (settings.plugins or []) and name not in requested:
         return "SURGE_DISABLE_PLUGIN_AUTOLOAD=1 and not requested by name"
     return ""

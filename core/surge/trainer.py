@@ -287,6 +287,7 @@ class Trainer:
         state = self.state
         state.stage, state.status = stage, "running"
         state.should_stop, state.stop_reason, state.interrupted = False, None, False
+        self._metrics.reset()
         self._apply_reproducibility()
         result: Any = None
         failure: BaseException | None = None
@@ -370,12 +371,15 @@ class Trainer:
     def _teardown(self, stage: str, failure: BaseException | None) -> None:
         bus = self._bus
         try:
-            if bus.teardown:
-                bus.teardown(ev.Teardown(self, stage))  # type: ignore[arg-type]
-            if self.datamodule is not None:
-                self.datamodule.teardown(stage)
+            try:
+                if bus.teardown:
+                    bus.teardown(ev.Teardown(self, stage))  # type: ignore[arg-type]
+            finally:  # a failing teardown handler must not skip the DataModule's teardown
+                if self.datamodule is not None:
+                    self.datamodule.teardown(stage)
         except Exception as exc:
             if failure is None:
+                self.state.status = "failed"
                 raise
             failure.add_note(f"surge: teardown also failed: {type(exc).__name__}: {exc}")
         finally:
@@ -410,8 +414,9 @@ class Trainer:
             if self._sigint_count > 1:
                 signal.signal(signal.SIGINT, previous)
                 raise KeyboardInterrupt
+            # Not `should_stop`: that one also skips a batch whose train_batch_start already fired, while a
+            # Ctrl-C lets the batch in flight finish (its train_batch_end fires) and stops after it.
             self.state.interrupted = True
-            self.state.should_stop = True
 
         previous = signal.signal(signal.SIGINT, handle)
         try:

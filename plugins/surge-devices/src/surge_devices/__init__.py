@@ -26,7 +26,9 @@ class CPUAccelerator(surge.Accelerator):
 
     def parse_devices(self, devices: int | str | list[int]) -> list[int]:
         # One process drives the CPU; more CPU processes are a distributed strategy's business.
-        if devices in ("auto", 1, -1, "1", [0]):
+        if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
+            devices = int(devices)  # "2" means what 2 means
+        if devices in ("auto", 1, -1, [0]):
             return [0]
         if isinstance(devices, int) and devices > 1:
             return list(range(devices))  # the strategy decides whether it can use several processes

@@ -1,0 +1,98 @@
+"""Run every benchmark and print one combined report (``make bench`` calls this).
+
+Each benchmark runs in its own subprocess of this interpreter (so the start-up benchmark's children and the
+overhead benchmark's single-threaded loop do not share state); the combined JSON holds both results.
+
+Usage::
+
+    python benchmarks/run_all.py [--quick] [--json PATH]
+
+Run it with an interpreter where Lightning is installed (``import lightning`` works) to get Lightning's rows;
+see benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import import_time
+import overhead
+
+
+def run_benchmark(script: str, extra: list[str], out: Path) -> dict[str, Any]:
+    cmd = [sys.executable, str(HERE / script), *extra, "--json", str(out)]
+    print(f"$ {' '.join(cmd)}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    print(f"  ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+    return json.loads(out.read_text())  # type: ignore[no-any-return]
+
+
+def goals(ovh: dict[str, Any], imp: dict[str, Any]) -> list[str]:
+    rows = ["| goal (from the issue) | measured | verdict |", "| --- | --- | --- |"]
+    default = ovh["summary"]["surge-default"]
+    rows.append(
+        f"| default plugins at most {overhead.GOAL_DEFAULT_RATIO:.2f}x the raw loop (tiny MLP) | "
+        f"{default['ratio_vs_raw']:.3f}x ({default['overhead_us_per_step']:+.1f} us/step) | "
+        f"{'met' if default['ratio_vs_raw'] <= overhead.GOAL_DEFAULT_RATIO else 'MISSED'} |"
+    )
+    child = ovh.get("empty_plugins")
+    if child:
+        p = child["paired_vs_default"]
+        rows.append(
+            f"| 20 installed empty plugins: no measurable change | {p['diff_us_per_step']:+.2f} us/step vs "
+            f"surge-default (95% CI {p['diff_us_ci95_low']:+.2f} .. {p['diff_us_ci95_high']:+.2f}), ratio "
+            f"{p['ratio']:.3f} | {'no measurable change' if p['diff_us_ci95_low'] <= 0 <= p['diff_us_ci95_high'] else 'CHANGE? (the CI excludes 0; re-run, the machine may be noisy)'} |"
+        )
+    start = imp["summary"]["import surge; surge.Trainer()"]
+    rows.append(
+        f"| `import surge; surge.Trainer()` at most {import_time.GOAL_RATIO}x `import torch` | "
+        f"{start['ratio_vs_torch']:.3f}x | {'met' if start['ratio_vs_torch'] <= import_time.GOAL_RATIO else 'MISSED'} |"
+    )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run of every benchmark (numbers meaningless)")
+    parser.add_argument("--json", metavar="PATH", help="write both results as one JSON file")
+    args = parser.parse_args(argv)
+    extra = ["--quick"] if args.quick else []
+    with tempfile.TemporaryDirectory(prefix="surge-bench-all-") as tmp:
+        imp = run_benchmark("import_time.py", extra, Path(tmp, "import.json"))
+        ovh = run_benchmark("overhead.py", extra, Path(tmp, "overhead.json"))
+    env = ovh.get("environment", {})
+    report = [
+        "# Surge benchmarks",
+        "",
+        (f"python {platform.python_version()} ({sys.executable}), torch {env.get('torch')}, surge {env.get('surge')}, "
+        f"lightning {env.get('lightning') or 'not installed'}, {env.get('cpus')} CPUs; {platform.platform()}"),
+        "",
+        "## Goals",
+        "",
+        *goals(ovh, imp),
+        "",
+        overhead.markdown(ovh),
+        "",
+        import_time.markdown(imp),
+    ]
+    print("\n".join(report))
+    combined = {"overhead": ovh, "import_time": imp}
+    if args.json:
+        Path(args.json).write_text(json.dumps(combined, indent=2))
+    return combined
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The ``surge`` command: ``surge plugins`` (table and ``--json``), ``surge fit``, and no command.
+
+The console script runs in child processes, with the test distributions of ``tests/_distributions.py``
+installed for real on their ``PYTHONPATH``; the children of this module start together. In-process tests
+call :func:`surge.cli.main` with ``plugin_env`` plugins.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import surge
+from surge.cli import main
+
+
+def _helper(name: str = "_distributions"):  # type: ignore[no-untyped-def]
+    """tests/_distributions.py, loaded once (the suite runs with --import-mode=importlib)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        assert spec and spec.loader
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+dists = _helper()
+
+ROW_KEYS = {"name", "distribution", "version", "kind", "status", "reason", "provides", "hooks"}
+
+
+def _surge() -> list[str]:
+    script = Path(sys.executable).with_name("surge")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "surge.cli"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    site = dists.installed_once(tmp_path_factory)
+    tmp = tmp_path_factory.mktemp("cli")
+    listing = dists.child_env([site["main"]], SURGE_DISABLE_PLUGINS="tp-beta")
+    plain = dists.child_env()
+    started = {
+        "table": dists.start([*_surge(), "plugins"], listing, tmp),
+        "json": dists.start([*_surge(), "plugins", "--json"], listing, tmp),
+        "fit": dists.start([*_surge(), "fit", "--max-epochs", "1", "--root", str(tmp / "root")], plain, tmp),
+        "none": dists.start(_surge(), plain, tmp),
+    }
+    yield {"tmp": tmp, **started}
+    for child in started.values():
+        if child.process.poll() is None:
+            child.process.kill()
+            child.process.wait()
+
+
+def _json_rows(runs: dict) -> dict[str, dict]:
+    rc, out, err = runs["json"].wait()
+    assert rc == 0, err
+    document = json.loads(out)  # the whole of stdout is one JSON document: warnings go to stderr
+    return {row["name"]: row for row in document["plugins"]}
+
+
+def test_plugins_json_rows_have_every_field(runs: dict) -> None:
+    rows = _json_rows(runs)
+    assert list(rows) == sorted(rows)
+    for row in rows.values():
+        assert set(row) == ROW_KEYS
+    devices = rows["devices"]
+    assert (devices["distribution"], devices["kind"], devices["status"], devices["hooks"]) == (
+        "surge-devices",
+        "provider",
+        "available",
+        [],
+    )
+    assert devices["provides"] == {"accelerator": ["cpu", "cuda", "mps"], "strategy": ["single_device"]}
+
+
+def test_plugins_json_shows_status_and_reason(runs: dict) -> None:
+    rows = _json_rows(runs)
+    alpha, beta, broken = rows["tp-alpha"], rows["tp-beta"], rows["tp-broken"]
+    assert (alpha["distribution"], alpha["version"], alpha["kind"]) == ("surge-test-alpha", "1.0.0", "participant")
+    assert alpha["status"] == "active" and alpha["hooks"] == ["fit_start", "teardown"]
+    assert beta["status"] == "blocked" and "SURGE_DISABLE_PLUGINS" in beta["reason"]
+    assert beta["kind"] == "?"  # never imported, so its kind is unknown
+    assert broken["status"] == "failed" and broken["reason"] == f"RuntimeError: {dists.BROKEN_MESSAGE}"
+    assert rows["tp-notplugin"]["status"] == "failed" and "surge.Plugin" in rows["tp-notplugin"]["reason"]
+    assert rows["tp-zeta"]["distribution"] == rows["tp-eta"]["distribution"] == "surge-test-pair"
+
+
+def test_plugins_table(runs: dict) -> None:
+    rc, out, err = runs["table"].wait()
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["name", "distribution", "version", "kind", "status", "provides", "/", "hooks"]
+    by_name = {line.split()[0]: line for line in lines[1:]}
+    assert list(by_name) == sorted(by_name)
+    assert by_name["tp-alpha"].split()[1:5] == ["surge-test-alpha", "1.0.0", "participant", "active"]
+    assert "fit_start, teardown" in by_name["tp-alpha"]
+    assert "blocked (blocked by SURGE_DISABLE_PLUGINS)" in by_name["tp-beta"]
+    assert f"failed (RuntimeError: {dists.BROKEN_MESSAGE})" in by_name["tp-broken"]
+    assert "accelerator: cpu, cuda, mps; strategy: single_device" in by_name["devices"]
+
+
+def test_fit_trains_the_digits_example_and_reports_its_run_directory(runs: dict) -> None:
+    rc, out, err = runs["fit"].wait()
+    assert rc == 0, f"{out}\n{err}"
+    assert any(line.startswith("epoch 1/1") and "val_acc=" in line for line in out.splitlines()), out
+    accuracy = next(line for line in out.splitlines() if line.startswith("final validation accuracy:"))
+    assert 0.0 <= float(accuracy.split(":")[1]) <= 1.0
+    run_line = next(line for line in out.splitlines() if line.startswith("run directory:"))
+    run_dir = Path(run_line.split(":", 1)[1].strip())
+    assert run_dir.is_dir()
+    assert run_dir.parent.parent == runs["tmp"] / "root"  # <root>/surge_runs/version_N
+    plugin_set = json.loads((run_dir / "plugins.json").read_text())
+    assert {"name", "distribution", "version", "tier"} <= set(plugin_set[0])
+    assert {entry["distribution"] for entry in plugin_set} >= {"surge-devices"}
+
+
+def test_no_command_prints_help_and_exits_2(runs: dict) -> None:
+    rc, out, err = runs["none"].wait()
+    assert rc == 2
+    assert "usage: surge" in out + err and "plugins" in out + err and "fit" in out + err
+
+
+# -- in-process -------------------------------------------------------------------------------------------
+
+
+class _Counter:
+    @surge.hookimpl
+    def train_batch_end(self, event: object) -> None:
+        pass
+
+    @surge.hookimpl
+    def fit_end(self, event: object) -> None:
+        pass
+
+
+def test_in_process_json_lists_hooks_kind_and_default_status(plugin_env, capsys) -> None:  # type: ignore[no-untyped-def]
+    plugin_env.hide_installed()
+    plugin_env.add(surge.Plugin(name="counter", kind="participant", factory=_Counter), distribution="surge-counter")
+    plugin_env.add(surge.Plugin(name="watcher", kind="observer", default=True, factory=_Counter), version="3.1")
+    plugin_env.add_failing("shaky", error="needs a GPU driver")
+    assert main(["plugins", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["plugins"]}
+    assert list(rows) == ["counter", "devices", "shaky", "watcher"]
+    assert rows["counter"] == {
+        "name": "counter",
+        "distribution": "surge-counter",
+        "version": "0.0.1",
+        "kind": "participant",
+        "status": "available",
+        "reason": "",
+        "provides": {},
+        "hooks": ["train_batch_end", "fit_end"],
+    }
+    assert (rows["watcher"]["kind"], rows["watcher"]["status"], rows["watcher"]["version"]) == (
+        "observer",
+        "active",
+        "3.1",
+    )
+    assert (rows["shaky"]["status"], rows["shaky"]["reason"]) == ("failed", "RuntimeError: needs a GPU driver")
+
+
+def test_in_process_table_with_no_plugins(plugin_env, capsys) -> None:  # type: ignore[no-untyped-def]
+    plugin_env.hide_installed(keep=())
+    assert main(["plugins"]) == 0
+    assert "no surge plugins installed" in capsys.readouterr().out
+
+
+def test_in_process_no_command_returns_2(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main([]) == 2
+    assert "usage: surge" in capsys.readouterr().out
