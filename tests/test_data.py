@@ -306,6 +306,11 @@ class CountingData(TinyDataModule):
     def __init__(self) -> None:
         super().__init__()
         self.train_loaders = 0
+        self.val_loaders = 0
+
+    def val_dataloader(self):
+        self.val_loaders += 1
+        return super().val_dataloader()
 
     def train_dataloader(self):
         self.train_loaders += 1
@@ -330,6 +335,7 @@ def test_reload_dataloaders_every_n_epochs(make_trainer, every, calls, steps):
     )
     trainer.fit(TinyModule(), datamodule=data)
     assert data.train_loaders == calls
+    assert data.val_loaders == calls  # validation loaders are reloaded too, as in Lightning
     assert per_epoch == steps
     assert trainer.global_step == sum(steps)
 

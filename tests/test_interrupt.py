@@ -63,6 +63,10 @@ class Recorder:
         self.events.append("train_batch_end")
 
     @surge.hookimpl
+    def train_epoch_end(self, event):
+        self.events.append("train_epoch_end")
+
+    @surge.hookimpl
     def exception(self, event):
         self.events.append("exception")
 
@@ -199,7 +203,8 @@ def test_ctrl_c_stops_at_a_step_boundary_and_returns(tmp_path: Path) -> None:
     # every batch that started also ended: the batch in flight finished, and no step was cut in half
     assert counts["train_batch_start"] == counts["train_batch_end"] == result["global_step"]
     assert result["finished_steps"] == result["global_step"] > 5
-    assert result["last"][-2:] == ["keyboard_interrupt", "teardown"]
+    # the stop is at the step boundary: nothing of the epoch's end runs after the interrupted batch
+    assert result["last"] == ["train_batch_end", "keyboard_interrupt", "teardown"]
     assert result["handler_restored"]
     assert "interrupted by Ctrl-C" in result["stderr"]
 

@@ -544,3 +544,17 @@ def test_event_order_of_one_short_epoch(make_trainer):
         "fit_end",
         "teardown",
     ]
+
+
+def test_a_stop_requested_during_the_sanity_check_is_dropped(make_trainer):
+    class StopInSanity:
+        surge_name = "stop_in_sanity"
+
+        @surge.hookimpl
+        def validation_epoch_end(self, event) -> None:
+            if event.trainer.sanity_checking:
+                event.trainer.request_stop("decided on sanity-check metrics")
+
+    trainer = make_trainer(max_epochs=2, num_sanity_val_steps=1, plugins=[StopInSanity()])
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    assert trainer.current_epoch == 2 and trainer.global_step == 16

@@ -394,3 +394,14 @@ def test_a_failed_run_leaves_no_half_reduced_epoch_metric_behind(make_trainer):
         trainer.fit(model, datamodule=TinyDataModule())
     trainer.fit(model, datamodule=TinyDataModule())
     assert trainer.callback_metrics["m"].item() == 8.0  # the second run's 8 batches, not 8 + the 4 before the failure
+
+
+def test_log_in_on_train_epoch_end_defaults_to_per_epoch(make_trainer):
+    class EpochEndLogger(TinyModule):
+        def on_train_epoch_end(self):
+            self.log("epoch_marker", float(self.current_epoch + 1))
+
+    trainer = make_trainer(max_epochs=2, num_sanity_val_steps=0)
+    trainer.fit(EpochEndLogger(), datamodule=TinyDataModule())
+    assert float(trainer.callback_metrics["epoch_marker"]) == 2.0
+    assert "epoch_marker" in trainer.logged_metrics and "epoch_marker_step" not in trainer.logged_metrics

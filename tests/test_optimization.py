@@ -13,7 +13,8 @@ TRAIN_BATCHES = 8
 
 
 class OptimizerProbe:
-    """At each before_optimizer_step: the optimizer index and the gradients about to be applied."""
+    """The optimizer index at each optimizer step; the gradient norms a handler sees before the step
+    (unclipped, as in Lightning) and the ones the step applied (still present at after_optimizer_step)."""
 
     surge_name = "optimizer_probe"
 
@@ -22,18 +23,26 @@ class OptimizerProbe:
         self.after: list[int] = []
         self.total_norms: list[float] = []
         self.max_abs: list[float] = []
+        self.norms_before: list[float] = []
         self.backwards = 0
+
+    @staticmethod
+    def _grads(optimizer):
+        return [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
 
     @surge.hookimpl
     def before_optimizer_step(self, event: surge.events.BeforeOptimizerStep) -> None:
         self.indices.append(event.optimizer_idx)
-        grads = [p.grad for group in event.optimizer.param_groups for p in group["params"] if p.grad is not None]
-        self.total_norms.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
-        self.max_abs.append(max(float(g.abs().max()) for g in grads))
+        grads = self._grads(event.optimizer)
+        self.norms_before.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
 
     @surge.hookimpl
     def after_optimizer_step(self, event: surge.events.AfterOptimizerStep) -> None:
         self.after.append(event.optimizer_idx)
+        grads = self._grads(event.optimizer)
+        if grads:
+            self.total_norms.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
+            self.max_abs.append(max(float(g.abs().max()) for g in grads))
 
     @surge.hookimpl
     def after_backward(self, event) -> None:
@@ -309,6 +318,8 @@ def test_gradient_clip_norm(make_trainer):
     assert len(probe.total_norms) == TRAIN_BATCHES
     assert all(norm <= 0.05 * (1 + 1e-5) for norm in probe.total_norms)
     assert max(probe.total_norms) == pytest.approx(0.05, rel=1e-4)
+    # before_optimizer_step sees the gradients before clipping (Lightning's order), e.g. for norm tracking
+    assert min(probe.norms_before) > 0.05
 
 
 def test_gradient_clip_value(make_trainer):

@@ -68,7 +68,8 @@ def sanity_check_start(event: ev.SanityCheckStart) -> None:
 
 @hookspec
 def sanity_check_end(event: ev.SanityCheckEnd) -> None:
-    """After the validation sanity check.
+    """After the validation sanity check. A stop requested during the sanity check is dropped here: the
+    check only checks.
 
     May change: Nothing.
     """
@@ -116,7 +117,8 @@ def after_backward(event: ev.AfterBackward) -> None:
 
 @hookspec
 def before_optimizer_step(event: ev.BeforeOptimizerStep) -> None:
-    """Before ``optimizer.step()``, after gradient unscaling and clipping.
+    """Before ``optimizer.step()``: gradients are accumulated and unscaled (true scale), not yet clipped
+    (``gradient_clip_val`` applies right after this event, as in Lightning).
 
     May change: Handlers may inspect or modify gradients in place.
     """
@@ -124,7 +126,8 @@ def before_optimizer_step(event: ev.BeforeOptimizerStep) -> None:
 
 @hookspec
 def after_optimizer_step(event: ev.AfterOptimizerStep) -> None:
-    """After ``optimizer.step()``; ``trainer.global_step`` is not yet incremented.
+    """After ``optimizer.step()``; gradients (clipped, if clipping is on) are still present and
+    ``trainer.global_step`` is not yet incremented.
 
     May change: Nothing.
     """

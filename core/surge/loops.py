@@ -16,6 +16,7 @@ import torch
 from surge import events as ev
 from surge._data import loader_len
 from surge.errors import SurgeError
+from surge.state import Interrupted
 
 if TYPE_CHECKING:
     from surge.trainer import Trainer
@@ -55,7 +56,7 @@ def fit(trainer: Trainer) -> None:
         state.sanity_checking = False
         if bus.sanity_check_end:
             bus.sanity_check_end(ev.SanityCheckEnd(trainer))
-        _raise_if_interrupted(trainer)
+        state.should_stop, state.stop_reason = False, None  # the sanity check only checks; it decides nothing
     if bus.train_start:
         bus.train_start(ev.TrainStart(trainer))
     manual_hooks = _hook_manual_optimizers(trainer) if not trainer.module.automatic_optimization else []
@@ -63,10 +64,9 @@ def fit(trainer: Trainer) -> None:
         while not _fit_done(trainer):
             reload_every = trainer.config.reload_dataloaders_every_n_epochs
             if reload_every and state.current_epoch > 0 and state.current_epoch % reload_every == 0:
-                trainer.reload_train_dataloader()
+                trainer.reload_dataloaders()
             train_epoch(trainer)
             state.current_epoch += 1
-            _raise_if_interrupted(trainer)
     finally:
         for handle in manual_hooks:
             handle.remove()
@@ -93,10 +93,9 @@ def _min_reached(trainer: Trainer) -> bool:
 
 
 def _raise_if_interrupted(trainer: Trainer) -> None:
+    """The step boundary: after Ctrl-C, no further event but ``keyboard_interrupt`` and ``teardown``."""
     if trainer.state.interrupted:
-        from surge.trainer import _Interrupted
-
-        raise _Interrupted
+        raise Interrupted
 
 
 def train_epoch(trainer: Trainer) -> None:
@@ -151,19 +150,21 @@ def train_epoch(trainer: Trainer) -> None:
         state.total_batches += 1
         if val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0:
             _validate_during_fit(trainer)
+        _raise_if_interrupted(trainer)
         if loop.max_steps != -1 and state.global_step >= loop.max_steps:
             break
-        if state.should_stop and _min_reached(trainer) or state.interrupted:
+        if state.should_stop and _min_reached(trainer):
             break
-    if pending and not state.interrupted:
+    if pending:
         optimization_step(trainer)  # the last, partial accumulation window of a loader without length
-    if val_epoch and not val_every and batch_idx and not state.interrupted:
+    if val_epoch and not val_every and batch_idx:
         _validate_during_fit(trainer)  # loaders without length validate at the end of the epoch
     metrics.context = "train"
     metrics.end_epoch()
+    metrics.context = "train_epoch_end"  # self.log defaults to per-epoch here, as in Lightning
     if bus.train_epoch_end:
         bus.train_epoch_end(ev.TrainEpochEnd(trainer, epoch))
-    metrics.end_epoch()  # what handlers logged in train_epoch_end
+    metrics.end_epoch()
     metrics.context = None
     if automatic:
         _step_schedulers(trainer, "epoch")
@@ -214,10 +215,11 @@ def optimization_step(trainer: Trainer) -> None:
     optimizer = trainer.optimizers[0]
     clip = trainer.config.gradient_clip_val
     if clip:
-        precision.unscale_gradients(optimizer)
-        clip_gradients(optimizer, clip, trainer.config.gradient_clip_algorithm)
+        precision.unscale_gradients(optimizer)  # true-scale gradients for handlers and for clipping
     if bus.before_optimizer_step:
         bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer, optimizer, 0))
+    if clip:
+        clip_gradients(optimizer, clip, trainer.config.gradient_clip_algorithm)
     precision.optimizer_step(optimizer)
     if bus.after_optimizer_step:
         bus.after_optimizer_step(ev.AfterOptimizerStep(trainer, optimizer, 0))
@@ -327,10 +329,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                 if batch_end:
                     batch_end(BatchEnd(trainer, outputs, batch, batch_idx, dl_idx))  # type: ignore[call-arg]
                 batch_idx += 1
-                if state.interrupted:
-                    break
-            if state.interrupted:
-                break
+                _raise_if_interrupted(trainer)
         metrics.dataloader_idx = None
         results = _publish(trainer)
         if getattr(bus, f"{stage}_epoch_end"):
@@ -341,7 +340,6 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     metrics.context = previous_context
     if was_training:
         module.train()
-    _raise_if_interrupted(trainer)
     if stage == "predict":
         return predictions[0] if not several else predictions
     return _per_loader(results, len(loaders)) if trainer.state.stage != "fit" else None

@@ -24,3 +24,8 @@ class TrainerState:
     should_stop: bool = False
     stop_reason: str | None = None
     interrupted: bool = False
+
+
+class Interrupted(Exception):
+    """Raised by the loops at the step boundary after Ctrl-C; the Trainer turns it into the
+    ``keyboard_interrupt`` event and returns to the caller."""

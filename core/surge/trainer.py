@@ -27,7 +27,7 @@ from surge.errors import ConfigError, SurgeError
 from surge.module import DataModule, Module, overrides
 from surge.plugins import discover
 from surge.settings import load_settings
-from surge.state import TrainerState
+from surge.state import Interrupted, TrainerState
 
 __all__ = ["Trainer", "LRSchedulerConfig"]
 
@@ -80,10 +80,6 @@ class _Loop:
             val_check_interval=val_check, check_val_every_n_epoch=every_n, num_sanity_val_steps=sanity,
             overfit=overfit,
         )
-
-
-class _Interrupted(Exception):
-    """Raised at a step boundary after Ctrl-C; turned into the keyboard_interrupt event."""
 
 
 class Trainer:
@@ -300,7 +296,7 @@ class Trainer:
 
                 result = loops.run_stage(self, stage)
                 state.status = "finished"
-            except (_Interrupted, KeyboardInterrupt):
+            except (Interrupted, KeyboardInterrupt):
                 state.status, state.interrupted = "interrupted", True
                 logger.warning("interrupted by Ctrl-C; stopping {} at a step boundary", stage)
                 if bus.keyboard_interrupt:
@@ -447,13 +443,8 @@ class Trainer:
             self._train_source = lambda: source("train", "train_dataloader")
             self._set_train_loader(train)
         if stage in ("fit", "validate"):
-            vals = _data.as_list(source("val", "val_dataloader"))
-            self.val_dataloaders = [strategy.process_dataloader(v, "validate") for v in vals]
-            self.num_val_batches = [_data.num_batches(_data.loader_len(v), loop.limit_val, "limit_val_batches") for v in self.val_dataloaders]
-            sanity = loop.num_sanity_val_steps
-            self.num_sanity_val_batches = [
-                n if sanity == -1 else min(n, sanity) for n in self.num_val_batches
-            ]
+            self._val_source = lambda: source("val", "val_dataloader")
+            self._set_val_loaders(self._val_source())
         if stage == "test":
             tests = _data.as_list(source("test", "test_dataloader"))
             if not tests:
@@ -484,8 +475,19 @@ class Trainer:
             loader = _data.sequential(loader)
         return self.strategy.process_dataloader(loader, "fit")
 
-    def reload_train_dataloader(self) -> None:
+    def _set_val_loaders(self, loaders: Any) -> None:
+        loop = self._loop
+        self.val_dataloaders = [self.strategy.process_dataloader(v, "validate") for v in _data.as_list(loaders)]
+        self.num_val_batches = [
+            _data.num_batches(_data.loader_len(v), loop.limit_val, "limit_val_batches") for v in self.val_dataloaders
+        ]
+        sanity = loop.num_sanity_val_steps
+        self.num_sanity_val_batches = [n if sanity == -1 else min(n, sanity) for n in self.num_val_batches]
+
+    def reload_dataloaders(self) -> None:
+        """Ask the data source for fresh training and validation loaders (``reload_dataloaders_every_n_epochs``)."""
         self._set_train_loader(self._train_source())
+        self._set_val_loaders(self._val_source())
 
     # -- backward and optimizer steps (used by the loops and by manual optimization) ---------------------
     def _backward(self, loss: torch.Tensor) -> None:
