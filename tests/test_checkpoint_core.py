@@ -1,9 +1,8 @@
 """The core's checkpoint contract: the dict plugins add to, weights-only loading, plugin state keys."""
 
 import pytest
-import torch
-
 import surge
+import torch
 from surge.testing import TinyDataModule, TinyModule
 
 

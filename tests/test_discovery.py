@@ -165,9 +165,7 @@ def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dis
         "default": _start("default", _DEFAULT, [site["main"], site["dup"]], tmp),
         "allow": _start("allow", _ALLOW, main, tmp, SURGE_PLUGINS="devices,tp-alpha"),
         "block": _start("block", _BLOCK, main, tmp, SURGE_DISABLE_PLUGINS="tp-beta, tp-broken"),
-        "no_autoload": _start(
-            "no_autoload", _NO_AUTOLOAD, main, tmp, SURGE_DISABLE_PLUGIN_AUTOLOAD="1"
-        ),
+        "no_autoload": _start("no_autoload", _NO_AUTOLOAD, main, tmp, SURGE_DISABLE_PLUGIN_AUTOLOAD="1"),
         "paths": _start("paths", _PATHS, main, tmp, (str(site["quiet"]), str(site["clash"]), str(site["fakecpu"]))),
     }
     yield started

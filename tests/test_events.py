@@ -609,6 +609,7 @@ def test_request_stop_from_validation_epoch_end(hidden: Any, make_trainer: Any) 
 def test_ctrl_c_stops_at_a_step_boundary_and_returns(hidden: Any, make_trainer: Any) -> None:
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("SIGINT handlers can only be installed from the main thread")
+
     class PressCtrlC:
         @surge.hookimpl
         def train_batch_end(self, event: ev.TrainBatchEnd) -> None:

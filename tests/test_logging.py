@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 from loguru import logger
-
 from surge._logging import configure_logging
 
 SCRIPT = textwrap.dedent(
@@ -29,7 +28,10 @@ def _run(tmp_path, level=None):
         env["SURGE_LOG_LEVEL"] = level
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT.format(root=str(tmp_path))],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stderr

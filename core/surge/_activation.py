@@ -125,7 +125,10 @@ def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
         elif record.plugin.kind == "provider" and req.on.get(name):
             slots = ", ".join(f"{slot}=" for slot in record.plugin.provides)
             problems.append(
-                (f"trainer.plugins.{name}", f"'{name}' is a provider and takes no settings here; choose it with {slots}")
+                (
+                    f"trainer.plugins.{name}",
+                    f"'{name}' is a provider and takes no settings here; choose it with {slots}",
+                )
             )
     subscribers: list[Subscriber] = []
     for record in catalog.loaded():
@@ -190,7 +193,11 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
         accelerator = accelerator_arg
         subscribers.append(Subscriber("accelerator", accelerator, Tier.PROVIDER))
     elif accelerator_arg == "auto":
-        available = [(cls.auto_priority, name) for name, (cls, _) in accelerators.items() if cls.is_available()]
+        available = [
+            (cls.auto_priority, name)
+            for name, (cls, _) in accelerators.items()
+            if isinstance(cls, type) and issubclass(cls, Accelerator) and cls.is_available()
+        ]
         if not available:
             raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices", catalog))
         _, name = max(available)
@@ -200,7 +207,7 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
         if accelerator_arg not in accelerators:
             raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices", catalog))
         cls = accelerators[accelerator_arg][0]
-        if not cls.is_available():
+        if isinstance(cls, type) and issubclass(cls, Accelerator) and not cls.is_available():
             raise ProviderError(
                 f"trainer.accelerator: '{accelerator_arg}' is installed but not available on this machine "
                 f"(no {accelerator_arg} device found); use accelerator='auto' or 'cpu'"

@@ -180,9 +180,7 @@ class Bus:
         keyboard_interrupt: _Dispatch | None
         teardown: _Dispatch | None
 
-    def __init__(
-        self, subscribers: Iterable[Subscriber], known_names: Iterable[str] = (), trace: bool = False
-    ) -> None:
+    def __init__(self, subscribers: Iterable[Subscriber], known_names: Iterable[str] = (), trace: bool = False) -> None:
         self._subscribers = list(subscribers)
         self._manager = _register(self._subscribers)
         by_plugin = {id(s.obj): s for s in self._subscribers}

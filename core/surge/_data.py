@@ -37,9 +37,10 @@ class CombinedLoader:
 
     def __len__(self) -> int:
         lengths = [loader_len(item) for item in self._items]
-        if any(length is None for length in lengths):
+        known = [length for length in lengths if length is not None]
+        if len(known) < len(lengths):
             raise TypeError("a combined loader has no length when one of its loaders has none")
-        return (max if self.mode == "max_size_cycle" else min)(lengths)  # type: ignore[type-var,arg-type]
+        return max(known) if self.mode == "max_size_cycle" else min(known)
 
     def __iter__(self) -> Iterator[Any]:
         iterators = [iter(item) for item in self._items]
@@ -57,7 +58,7 @@ class CombinedLoader:
                     batches.append(next(iterators[i]))
             if self.mode == "max_size_cycle" and all(exhausted):
                 return
-            yield dict(zip(self._keys, batches)) if self._keys is not None else batches
+            yield dict(zip(self._keys, batches, strict=True)) if self._keys is not None else batches
 
 
 def combine(loaders: Any, mode: Mode) -> Any:
@@ -119,7 +120,9 @@ def with_sampler(loader: DataLoader, sampler: Sampler[Any]) -> DataLoader:
     if kwargs.get("num_workers", 0) == 0:
         kwargs.pop("prefetch_factor", None)
         kwargs["persistent_workers"] = False
-    return type(loader)(loader.dataset, **kwargs) if type(loader) is DataLoader else DataLoader(loader.dataset, **kwargs)
+    return (
+        type(loader)(loader.dataset, **kwargs) if type(loader) is DataLoader else DataLoader(loader.dataset, **kwargs)
+    )
 
 
 def sequential(loader: Any) -> Any:

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from loguru import logger
+
+if TYPE_CHECKING:
+    from loguru import Record
 
 _state: dict[str, int | str | None] = {"handler": None, "level": None}
 _routed: set[str] = set()
@@ -59,7 +63,7 @@ def configure_logging(level: str | None = None) -> None:
     else:
         logger.remove(_state["handler"])  # type: ignore[arg-type]
 
-    def keep(record: dict) -> bool:  # type: ignore[type-arg]
+    def keep(record: Record) -> bool:
         ours = record["name"] and (record["name"].startswith("surge") or "stdlib" in record["extra"])
         return record["level"].no >= threshold if ours else True
 

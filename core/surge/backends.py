@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import is_dataclass, fields, replace
+from dataclasses import fields, is_dataclass, replace
 from typing import Any, ClassVar
 
 import torch
@@ -189,7 +189,7 @@ def move_to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, Mapping):
         return type(batch)({key: move_to_device(value, device) for key, value in batch.items()})  # type: ignore[call-arg]
     if is_dataclass(batch) and not isinstance(batch, type):
-        return replace(batch, **{f.name: move_to_device(getattr(batch, f.name), device) for f in fields(batch) if f.init})
+        return replace(
+            batch, **{f.name: move_to_device(getattr(batch, f.name), device) for f in fields(batch) if f.init}
+        )
     return batch
-
-

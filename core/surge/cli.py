@@ -68,9 +68,14 @@ def _fit(args: argparse.Namespace) -> int:
     surge.seed_everything(args.seed)
     report = _ConsoleReport()
     trainer = surge.Trainer(
-        max_epochs=args.max_epochs, accelerator=args.accelerator, default_root_dir=args.root, plugins=[report],
+        max_epochs=args.max_epochs,
+        accelerator=args.accelerator,
+        default_root_dir=args.root,
+        plugins=[report],
     )
-    print(f"surge fit: digits example (scikit-learn's 8x8 images), {args.max_epochs} epochs on {trainer.strategy.root_device}")
+    print(
+        f"surge fit: digits example (scikit-learn's 8x8 images), {args.max_epochs} epochs on {trainer.strategy.root_device}"
+    )
     model = DigitsClassifier(max_epochs=args.max_epochs)
     data = DigitsDataModule(seed=args.seed)
     trainer.fit(model, datamodule=data)
@@ -88,22 +93,24 @@ def _plugins(args: argparse.Namespace) -> int:
     from surge.settings import load_settings
 
     catalog = discover(load_settings())
-    rows = []
+    rows: list[dict[str, Any]] = []
     for record in catalog.records.values():
         plugin = record.plugin
         status = record.status
         if plugin is not None and status == "available" and plugin.kind != "provider" and plugin.default:
             status = "active"
-        rows.append({
-            "name": record.name,
-            "distribution": record.distribution,
-            "version": record.version,
-            "kind": record.kind,
-            "status": status,
-            "reason": record.reason,
-            "provides": {slot: sorted(names) for slot, names in plugin.provides.items()} if plugin else {},
-            "hooks": _hooks_of(plugin) if plugin else [],
-        })
+        rows.append(
+            {
+                "name": record.name,
+                "distribution": record.distribution,
+                "version": record.version,
+                "kind": record.kind,
+                "status": status,
+                "reason": record.reason,
+                "provides": {slot: sorted(names) for slot, names in plugin.provides.items()} if plugin else {},
+                "hooks": _hooks_of(plugin) if plugin else [],
+            }
+        )
     if args.json:
         print(json.dumps({"plugins": rows}, indent=2))
         return 0
@@ -113,15 +120,20 @@ def _plugins(args: argparse.Namespace) -> int:
     header = ("name", "distribution", "version", "kind", "status", "provides / hooks")
     table = [header] + [
         (
-            r["name"], r["distribution"] or "?", r["version"] or "?", r["kind"],
+            r["name"],
+            r["distribution"] or "?",
+            r["version"] or "?",
+            r["kind"],
             r["status"] + (f" ({r['reason']})" if r["reason"] else ""),
-            "; ".join(f"{slot}: {', '.join(names)}" for slot, names in r["provides"].items()) or ", ".join(r["hooks"]) or "-",
+            "; ".join(f"{slot}: {', '.join(names)}" for slot, names in r["provides"].items())
+            or ", ".join(r["hooks"])
+            or "-",
         )
         for r in rows
     ]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
     for row in table:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     return 0
 
 

@@ -85,13 +85,17 @@ class TrainerConfig(BaseModel):
     @field_validator("devices")
     @classmethod
     def _devices(cls, value: int | str | list[int]) -> int | str | list[int]:
-        if isinstance(value, int) and value < -1 or value == 0:
+        if (isinstance(value, int) and value < -1) or value == 0:
             raise ValueError("must be 'auto', -1 (all), a positive count, or a list of device indices")
         return value
 
     @field_validator(
-        "limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches",
-        "overfit_batches", "val_check_interval",
+        "limit_train_batches",
+        "limit_val_batches",
+        "limit_test_batches",
+        "limit_predict_batches",
+        "overfit_batches",
+        "val_check_interval",
     )
     @classmethod
     def _fraction(cls, value: Fraction | None) -> Fraction | None:

@@ -345,14 +345,11 @@ class Teardown(_StageEvent):
 
 
 EVENTS.update(
-    (obj.name, obj)
-    for obj in list(globals().values())
-    if isinstance(obj, type) and issubclass(obj, Event) and obj.name
+    (obj.name, obj) for obj in list(globals().values()) if isinstance(obj, type) and issubclass(obj, Event) and obj.name
 )
 
 ExceptionEvent = Exception_
 KeyboardInterruptEvent = KeyboardInterrupt_
-
 
 
 def span_of(event_name: str) -> tuple[str, Literal["start", "end"]] | None:

@@ -45,7 +45,7 @@ def _limit(loader: Any, limit: int | float, what: str) -> float:
 
 
 def fit(trainer: Trainer) -> None:
-    bus, state, loop = trainer._bus, trainer.state, trainer._loop
+    bus, state = trainer._bus, trainer.state
     if bus.fit_start:
         bus.fit_start(ev.FitStart(trainer))
     if trainer.val_dataloaders and any(trainer.num_sanity_val_batches):
@@ -309,7 +309,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
         bus.emit(ev.EVENTS[f"{stage}_start"](trainer)) if getattr(bus, f"{stage}_start") else None
         if getattr(bus, f"{stage}_epoch_start"):
             bus.emit(ev.EVENTS[f"{stage}_epoch_start"](trainer, state.current_epoch))  # type: ignore[call-arg]
-        for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
+        for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
             metrics.dataloader_idx = dl_idx if several else None
             iterator = iter(loader)
             batch_idx = 0
@@ -353,14 +353,17 @@ def _publish(trainer: Trainer) -> dict[str, torch.Tensor]:
     return trainer._metrics.end_epoch()
 
 
-def _per_loader(results: dict[str, torch.Tensor], count: int) -> list[dict[str, float]]:
-    """Lightning's return value of validate/test: one dict per loader, shared metrics in each."""
-    per_loader: list[dict[str, float]] = []
+def _per_loader(results: dict[str, torch.Tensor], count: int) -> list[dict[str, Any]]:
+    """Lightning's return value of validate/test: one dict per loader, shared metrics in each (a float
+    per scalar metric, a list for a tensor-valued one)."""
+    per_loader: list[dict[str, Any]] = []
     for idx in range(count):
         suffix = f"/dataloader_idx_{idx}"
-        per_loader.append({
-            key: float(value.item()) if value.numel() == 1 else value.tolist()
-            for key, value in results.items()
-            if "/dataloader_idx_" not in key or key.endswith(suffix)
-        })
+        per_loader.append(
+            {
+                key: float(value.item()) if value.numel() == 1 else value.tolist()
+                for key, value in results.items()
+                if "/dataloader_idx_" not in key or key.endswith(suffix)
+            }
+        )
     return per_loader

@@ -104,10 +104,10 @@ class Module(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        for tensor in self.parameters():
-            return tensor.device
-        for tensor in self.buffers():
-            return tensor.device
+        for parameter in self.parameters():
+            return parameter.device
+        for buffer in self.buffers():
+            return buffer.device
         return torch.device("cpu")
 
     @property
@@ -139,8 +139,16 @@ class Module(nn.Module):
             _warn_unattached(name)
             return
         trainer._metrics.log(
-            name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
-            reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx,
+            name,
+            value,
+            prog_bar=prog_bar,
+            logger=logger,
+            on_step=on_step,
+            on_epoch=on_epoch,
+            reduce_fx=reduce_fx,
+            sync_dist=sync_dist,
+            batch_size=batch_size,
+            add_dataloader_idx=add_dataloader_idx,
         )
 
     def log_dict(self, values: Mapping[str, Any], **kwargs: Any) -> None:

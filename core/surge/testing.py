@@ -132,7 +132,7 @@ class PluginEnv:
     def hide_installed(self, keep: Iterable[str] = ("devices",)) -> None:
         """Hide installed plugins except ``keep`` (the device provider by default, so a Trainer still runs)."""
         kept = set(keep)
-        installed = [ep for ep in self._previous.entry_points() if ep.name in kept]
+        installed: list[Any] = [ep for ep in self._previous.entry_points() if ep.name in kept]
         self._hide = True
         self._extra = [*installed, *self._extra]
 

@@ -15,8 +15,9 @@ from typing import Any
 import torch
 from loguru import logger
 
-from surge import _data, events as ev
-from surge._activation import parse_requests, resolve_providers, activate
+from surge import _data
+from surge import events as ev
+from surge._activation import activate, parse_requests, resolve_providers
 from surge._bus import Bus, Subscriber, Tier
 from surge._logging import configure_logging
 from surge._metrics import MetricStore
@@ -62,8 +63,8 @@ class _Loop:
     @classmethod
     def from_config(cls, c: TrainerConfig) -> _Loop:
         max_epochs = c.max_epochs if c.max_epochs is not None else (-1 if c.max_steps != -1 else 1000)
-        limits = [c.limit_train_batches, c.limit_val_batches, c.limit_test_batches, c.limit_predict_batches]
-        limits = [1.0 if limit is None else limit for limit in limits]
+        given = [c.limit_train_batches, c.limit_val_batches, c.limit_test_batches, c.limit_predict_batches]
+        limits: list[int | float] = [1.0 if limit is None else limit for limit in given]
         overfit = c.overfit_batches > 0
         if overfit:
             limits[0] = limits[1] = c.overfit_batches
@@ -75,9 +76,17 @@ class _Loop:
             limits = [n, n, n, n]
             max_epochs, max_steps, val_check, sanity, every_n = 1, n, 1.0, 0, 1
         return cls(
-            max_epochs=max_epochs, min_epochs=c.min_epochs or 0, max_steps=max_steps, min_steps=c.min_steps or 0,
-            limit_train=limits[0], limit_val=limits[1], limit_test=limits[2], limit_predict=limits[3],
-            val_check_interval=val_check, check_val_every_n_epoch=every_n, num_sanity_val_steps=sanity,
+            max_epochs=max_epochs,
+            min_epochs=c.min_epochs or 0,
+            max_steps=max_steps,
+            min_steps=c.min_steps or 0,
+            limit_train=limits[0],
+            limit_val=limits[1],
+            limit_test=limits[2],
+            limit_predict=limits[3],
+            val_check_interval=val_check,
+            check_val_every_n_epoch=every_n,
+            num_sanity_val_steps=sanity,
             overfit=overfit,
         )
 
@@ -248,21 +257,30 @@ class Trainer:
         self._run("fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
 
     def validate(
-        self, model: Module | None = None, dataloaders: Any = None, datamodule: DataModule | None = None,
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
     ) -> list[dict[str, float]]:
         """Run one validation pass; returns one dict of epoch metrics per dataloader."""
         return self._run("validate", model, datamodule, {"val": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
 
     def test(
-        self, model: Module | None = None, dataloaders: Any = None, datamodule: DataModule | None = None,
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
     ) -> list[dict[str, float]]:
         """Run one test pass; returns one dict of epoch metrics per dataloader."""
         return self._run("test", model, datamodule, {"test": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
 
     def predict(
-        self, model: Module | None = None, dataloaders: Any = None, datamodule: DataModule | None = None,
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
     ) -> list[Any]:
         """Run ``predict_step`` over the data; returns the predictions (a list per loader when several)."""
@@ -270,7 +288,11 @@ class Trainer:
 
     # -- the run bracket: setup, exception policy, interrupt, teardown ------------------------------
     def _run(
-        self, stage: str, model: Module | None, datamodule: DataModule | None, loaders: dict[str, Any],
+        self,
+        stage: str,
+        model: Module | None,
+        datamodule: DataModule | None,
+        loaders: dict[str, Any],
         ckpt_path: str | None,
     ) -> Any:
         model = self._check_inputs(stage, model, datamodule, loaders)
@@ -278,7 +300,8 @@ class Trainer:
         model._surge_trainer = self
         bus = self._bus = Bus(
             [*self._plugin_subscribers, Subscriber("module", ModuleHooks(model), Tier.MODULE)],
-            self._known_names, self._trace,
+            self._known_names,
+            self._trace,
         )
         state = self.state
         state.stage, state.status = stage, "running"
@@ -325,7 +348,9 @@ class Trainer:
                 "(an nn.Module with training_step and configure_optimizers)"
             )
         if datamodule is not None and not isinstance(datamodule, DataModule):
-            raise SurgeError(f"trainer.{stage}(datamodule=...) got {type(datamodule).__name__}; subclass surge.DataModule")
+            raise SurgeError(
+                f"trainer.{stage}(datamodule=...) got {type(datamodule).__name__}; subclass surge.DataModule"
+            )
         if datamodule is not None and any(v is not None for v in loaders.values()):
             raise SurgeError(f"trainer.{stage}(): pass either dataloaders or a datamodule, not both")
         needed = {"fit": "training_step", "validate": "validation_step", "test": "test_step"}.get(stage)
@@ -348,7 +373,7 @@ class Trainer:
         if dm is not None and self._should_prepare_data():
             dm.prepare_data()
         if dm is None and overrides(self.module, Module, "prepare_data") and self._should_prepare_data():
-            self.module.prepare_data()  # type: ignore[attr-defined]
+            self.module.prepare_data()  # type: ignore[attr-defined,operator]
         self.module = self.strategy.setup_module(self.precision_plugin.convert_module(self.module))  # type: ignore[assignment]
         fit_stage = {"fit": "fit", "validate": "validate", "test": "test", "predict": "predict"}[stage]
         if dm is not None:
@@ -432,7 +457,7 @@ class Trainer:
                 return fn()
             return None
 
-        loop, strategy = self._loop, self.strategy
+        strategy = self.strategy
         if stage == "fit":
             train = source("train", "train_dataloader")
             if train is None:
@@ -448,15 +473,21 @@ class Trainer:
         if stage == "test":
             tests = _data.as_list(source("test", "test_dataloader"))
             if not tests:
-                raise SurgeError("trainer.test() found no test data: pass dataloaders=, a datamodule, or define test_dataloader()")
+                raise SurgeError(
+                    "trainer.test() found no test data: pass dataloaders=, a datamodule, or define test_dataloader()"
+                )
             self.test_dataloaders = [strategy.process_dataloader(t, "test") for t in tests]
         if stage == "predict":
             preds = _data.as_list(source("predict", "predict_dataloader"))
             if not preds:
-                raise SurgeError("trainer.predict() found no data: pass dataloaders=, a datamodule, or define predict_dataloader()")
+                raise SurgeError(
+                    "trainer.predict() found no data: pass dataloaders=, a datamodule, or define predict_dataloader()"
+                )
             self.predict_dataloaders = [strategy.process_dataloader(p, "predict") for p in preds]
         if stage == "validate" and not self.val_dataloaders:
-            raise SurgeError("trainer.validate() found no validation data: pass dataloaders=, a datamodule, or define val_dataloader()")
+            raise SurgeError(
+                "trainer.validate() found no validation data: pass dataloaders=, a datamodule, or define val_dataloader()"
+            )
 
     def _set_train_loader(self, train: Any) -> None:
         if isinstance(train, (list, tuple, Mapping)):
@@ -518,13 +549,18 @@ class Trainer:
             "plugin_set": self.plugin_set(),
         }
         if not weights_only:
-            checkpoint["loops"] = {"current_epoch": state.current_epoch, "global_step": state.global_step,
-                                   "total_batches": state.total_batches}
+            checkpoint["loops"] = {
+                "current_epoch": state.current_epoch,
+                "global_step": state.global_step,
+                "total_batches": state.total_batches,
+            }
             checkpoint["optimizer_states"] = [opt.state_dict() for opt in self.optimizers]
             checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in self.lr_scheduler_configs]
             checkpoint["precision"] = self.precision_plugin.state_dict()
             checkpoint["plugins"] = {
-                _state_key(s): s.obj.state_dict() for s in self._plugin_subscribers if _stateful(s.obj)  # type: ignore[attr-defined]
+                _state_key(s): s.obj.state_dict()  # type: ignore[attr-defined]
+                for s in self._plugin_subscribers
+                if _stateful(s.obj)
             }
             if self.datamodule is not None:
                 checkpoint["datamodule"] = self.datamodule.state_dict()
@@ -558,9 +594,17 @@ class Trainer:
             self.state.current_epoch = loops["current_epoch"]
             self.state.global_step = loops["global_step"]
             self.state.total_batches = loops.get("total_batches", 0)
-            for opt, opt_state in zip(self.optimizers, checkpoint.get("optimizer_states", [])):
+            optimizer_states = checkpoint.get("optimizer_states", [])
+            scheduler_states = checkpoint.get("lr_schedulers", [])
+            if len(optimizer_states) != len(self.optimizers) or len(scheduler_states) != len(self.lr_scheduler_configs):
+                raise SurgeError(
+                    f"checkpoint {path} holds {len(optimizer_states)} optimizer and {len(scheduler_states)} scheduler "
+                    f"states, but configure_optimizers returned {len(self.optimizers)} and "
+                    f"{len(self.lr_scheduler_configs)}; resume with the configuration that wrote it"
+                )
+            for opt, opt_state in zip(self.optimizers, optimizer_states, strict=True):
                 opt.load_state_dict(opt_state)
-            for config, sched_state in zip(self.lr_scheduler_configs, checkpoint.get("lr_schedulers", [])):
+            for config, sched_state in zip(self.lr_scheduler_configs, scheduler_states, strict=True):
                 config.scheduler.load_state_dict(sched_state)
             self.precision_plugin.load_state_dict(checkpoint.get("precision", {}))
             plugin_states = checkpoint.get("plugins", {})
@@ -626,7 +670,9 @@ def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LR
         else:
             config = LRSchedulerConfig(item, monitor=monitor)
         if config.interval not in ("epoch", "step"):
-            raise SurgeError(f"configure_optimizers: lr_scheduler interval must be 'epoch' or 'step', got {config.interval!r}")
+            raise SurgeError(
+                f"configure_optimizers: lr_scheduler interval must be 'epoch' or 'step', got {config.interval!r}"
+            )
         if isinstance(config.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) and config.monitor is None:
             raise SurgeError(
                 "configure_optimizers: ReduceLROnPlateau needs a metric; return "
@@ -648,7 +694,9 @@ def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LR
         for item in result:
             if isinstance(item, Mapping):
                 if "optimizer" not in item:
-                    raise SurgeError(f"configure_optimizers: a dict needs an 'optimizer' entry; got keys {sorted(item)}")
+                    raise SurgeError(
+                        f"configure_optimizers: a dict needs an 'optimizer' entry; got keys {sorted(item)}"
+                    )
                 optimizers.append(item["optimizer"])
                 if item.get("lr_scheduler") is not None:
                     schedulers.append(scheduler_config(item["lr_scheduler"], item.get("monitor")))
@@ -663,4 +711,3 @@ def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LR
     if bad or not optimizers:
         raise SurgeError(f"configure_optimizers must return torch optimizers; got {bad or 'none'}")
     return optimizers, schedulers
-

@@ -42,7 +42,9 @@ class DigitsDataModule(surge.DataModule):
 
     def train_dataloader(self) -> DataLoader:
         return DataLoader(
-            self.train_set, batch_size=self.batch_size, shuffle=True,
+            self.train_set,
+            batch_size=self.batch_size,
+            shuffle=True,
             generator=torch.Generator().manual_seed(self.seed),
         )
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import torch
-
 import surge
+import torch
 
 __all__ = ["CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "SingleDeviceStrategy", "plugin"]
 
@@ -87,8 +86,13 @@ class SingleDeviceStrategy(surge.Strategy):
     def __init__(self, accelerator: surge.Accelerator, device_indices: list[int], num_nodes: int = 1) -> None:
         if len(device_indices) != 1 or num_nodes != 1:
             raise surge.ConfigError(
-                [("trainer.devices", f"strategy 'single_device' uses one device, got {device_indices} on "
-                  f"{num_nodes} node(s); pass devices=1 or a distributed strategy (`pip install surge-ddp`)")]
+                [
+                    (
+                        "trainer.devices",
+                        f"strategy 'single_device' uses one device, got {device_indices} on "
+                        f"{num_nodes} node(s); pass devices=1 or a distributed strategy (`pip install surge-ddp`)",
+                    )
+                ]
             )
         super().__init__(accelerator, device_indices, num_nodes)
 
