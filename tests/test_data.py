@@ -412,3 +412,33 @@ def test_prepare_data_of_the_module_follows_the_same_rule(make_trainer):
     assert calls == []
     make_trainer(strategy=FakeRankStrategy(0, 1), accelerator=PlainCPU(), max_epochs=1).fit(Own())
     assert calls == ["prepare_data"]
+
+
+def test_fit_without_validation_step_skips_validation(make_trainer, event_recorder):
+    class NoValidation(TinyModule):
+        validation_step = surge.Module.validation_step  # as if never defined
+
+    trainer = make_trainer(max_epochs=1, plugins=[event_recorder])
+    trainer.fit(NoValidation(), datamodule=TinyDataModule())
+    assert trainer.global_step == 8
+    assert not event_recorder.of("validation_start") and not event_recorder.of("sanity_check_start")
+
+
+def test_strategy_environment_is_set_up_and_torn_down_once_per_run(make_trainer):
+    class Counting(FakeRankStrategy):
+        def __init__(self) -> None:
+            super().__init__(0, 0)
+            self.calls: list[str] = []
+
+        def setup_environment(self) -> None:
+            self.calls.append("setup")
+
+        def teardown(self) -> None:
+            self.calls.append("teardown")
+
+    strategy = Counting()
+    trainer = make_trainer(strategy=strategy, max_epochs=1, limit_train_batches=1)
+    model, data = TinyModule(), TinyDataModule()
+    trainer.fit(model, datamodule=data)
+    trainer.validate(model, datamodule=data)
+    assert strategy.calls == ["setup", "teardown", "setup", "teardown"]

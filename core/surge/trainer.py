@@ -395,9 +395,12 @@ class Trainer:
             try:
                 if bus.teardown:
                     bus.teardown(ev.Teardown(self, stage))  # type: ignore[arg-type]
-            finally:  # a failing teardown handler must not skip the DataModule's teardown
-                if self.datamodule is not None:
-                    self.datamodule.teardown(stage)
+            finally:  # a failing teardown handler must not skip the DataModule's or the strategy's
+                try:
+                    if self.datamodule is not None:
+                        self.datamodule.teardown(stage)
+                finally:
+                    self.strategy.teardown()
         except Exception as exc:
             if failure is None:
                 self.state.status = "failed"
@@ -469,6 +472,13 @@ class Trainer:
             self._set_train_loader(train)
         if stage in ("fit", "validate"):
             self._val_source = lambda: source("val", "val_dataloader")
+            if stage == "fit" and not overrides(self.module, Module, "validation_step"):
+                self._val_source = lambda: None  # nothing to validate with: skip validation, as Lightning does
+                if passed.get("val") is not None:
+                    logger.warning(
+                        "fit() got val_dataloaders but {} defines no validation_step; validation is skipped",
+                        type(self.module).__name__,
+                    )
             self._set_val_loaders(self._val_source())
         if stage == "test":
             tests = _data.as_list(source("test", "test_dataloader"))
