@@ -7,28 +7,15 @@ call :func:`surge.cli.main` with ``plugin_env`` plugins.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pytest
 import surge
 from surge.cli import main
-
-
-def _helper(name: str = "_distributions"):  # type: ignore[no-untyped-def]
-    """tests/_distributions.py, loaded once (the suite runs with --import-mode=importlib)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        assert spec and spec.loader
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-dists = _helper()
 
 ROW_KEYS = {"name", "distribution", "version", "kind", "status", "reason", "provides", "hooks"}
 

@@ -11,31 +11,18 @@ In-process tests at the end use ``surge.testing``'s ``plugin_env`` where nothing
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
+import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pytest
 import surge
 import surge.plugins
 from loguru import logger
 from surge.errors import PluginConflictError, PluginError
 from surge.settings import SurgeSettings
-
-
-def _helper(name: str = "_distributions"):  # type: ignore[no-untyped-def]
-    """tests/_distributions.py, loaded once (the suite runs with --import-mode=importlib)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        assert spec and spec.loader
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-dists = _helper()
 
 # What every child runs first: helpers to read the logs, and a short fit of surge.testing's tiny model.
 _PRELUDE = """
