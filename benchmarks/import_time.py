@@ -96,15 +96,19 @@ def parse_importtime(stderr: str) -> dict[str, tuple[int, int]]:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, cumulative_us, name = line[len("import time:"):].split("|", 2)
+        self_us, cumulative_us, name = line[len("import time:") :].split("|", 2)
         out[name.strip()] = (int(self_us), int(cumulative_us))
     return out
 
 
 def importtime_profile(runs: int, env: dict[str, str], cwd: str, top: int) -> dict[str, Any]:
-    surge_runs = [parse_importtime(run_code(CASES["import surge; surge.Trainer()"], env, cwd, ("-X", "importtime"))[1].stderr)
-                  for _ in range(runs)]
-    torch_runs = [parse_importtime(run_code("import torch", env, cwd, ("-X", "importtime"))[1].stderr) for _ in range(runs)]
+    surge_runs = [
+        parse_importtime(run_code(CASES["import surge; surge.Trainer()"], env, cwd, ("-X", "importtime"))[1].stderr)
+        for _ in range(runs)
+    ]
+    torch_runs = [
+        parse_importtime(run_code("import torch", env, cwd, ("-X", "importtime"))[1].stderr) for _ in range(runs)
+    ]
     torch_modules = set().union(*torch_runs)
 
     def median_of(name: str, idx: int) -> float:
@@ -112,8 +116,11 @@ def importtime_profile(runs: int, env: dict[str, str], cwd: str, top: int) -> di
 
     names = set().union(*surge_runs)
     own = sorted(
-        ({"module": n, "self_ms": median_of(n, 0), "cumulative_ms": median_of(n, 1)}
-         for n in names if n == "surge" or n.startswith(("surge.", "surge_"))),
+        (
+            {"module": n, "self_ms": median_of(n, 0), "cumulative_ms": median_of(n, 1)}
+            for n in names
+            if n == "surge" or n.startswith(("surge.", "surge_"))
+        ),
         key=lambda row: -row["self_ms"],
     )
     added: dict[str, float] = defaultdict(float)
@@ -138,8 +145,8 @@ def summarise(samples: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     torch_s, empty = samples["import torch"], samples["python (empty)"]
     out = {}
     for name, values in samples.items():
-        ratios = [v / t for v, t in zip(values, torch_s)]
-        net = [(v - e) / (t - e) for v, t, e in zip(values, torch_s, empty)]
+        ratios = [v / t for v, t in zip(values, torch_s, strict=True)]
+        net = [(v - e) / (t - e) for v, t, e in zip(values, torch_s, empty, strict=True)]
         out[name] = {
             "median_s": statistics.median(values),
             "min_s": min(values),
@@ -151,25 +158,33 @@ def summarise(samples: dict[str, list[float]]) -> dict[str, dict[str, float]]:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        (f"### Start-up: fresh `python -c` subprocesses, {result['config']['repeats']} interleaved repeats, medians "
-        f"(byte-code cache: {'as given' if result['config']['keep_env'] else 'on'})"),
+        (
+            f"### Start-up: fresh `python -c` subprocesses, {result['config']['repeats']} interleaved repeats, medians "
+            f"(byte-code cache: {'as given' if result['config']['keep_env'] else 'on'})"
+        ),
         "",
         "| command | median s | min s | ratio vs import torch | ratio net of interpreter start-up |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, s in result["summary"].items():
-        lines.append(f"| `{name}` | {s['median_s']:.3f} | {s['min_s']:.3f} | {s['ratio_vs_torch']:.3f} | "
-                     f"{s['ratio_vs_torch_net_of_startup']:.3f} |")
+        lines.append(
+            f"| `{name}` | {s['median_s']:.3f} | {s['min_s']:.3f} | {s['ratio_vs_torch']:.3f} | "
+            f"{s['ratio_vs_torch_net_of_startup']:.3f} |"
+        )
     surge_row = result["summary"]["import surge; surge.Trainer()"]
     verdict = "meets" if surge_row["ratio_vs_torch"] <= GOAL_RATIO else "MISSES"
     split = result["split"]
     lines += [
         "",
-        (f"- goal: `import surge; surge.Trainer()` at most {GOAL_RATIO}x `import torch`: "
-        f"{surge_row['ratio_vs_torch']:.3f}x, {verdict}"),
-        (f"- in-process split (medians): import torch {1000 * split['import_torch_s']:.0f} ms, then import surge "
-        f"{1000 * split['import_surge_after_torch_s']:.0f} ms, first Trainer() {1000 * split['first_trainer_s']:.1f} ms, "
-        f"second Trainer() {1000 * split['second_trainer_s']:.1f} ms"),
+        (
+            f"- goal: `import surge; surge.Trainer()` at most {GOAL_RATIO}x `import torch`: "
+            f"{surge_row['ratio_vs_torch']:.3f}x, {verdict}"
+        ),
+        (
+            f"- in-process split (medians): import torch {1000 * split['import_torch_s']:.0f} ms, then import surge "
+            f"{1000 * split['import_surge_after_torch_s']:.0f} ms, first Trainer() {1000 * split['first_trainer_s']:.1f} ms, "
+            f"second Trainer() {1000 * split['second_trainer_s']:.1f} ms"
+        ),
     ]
     if not result["lightning"]:
         lines.append("- lightning row skipped: `import lightning` is not available in this interpreter")
@@ -179,8 +194,10 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             f"#### `-X importtime` of `import surge; surge.Trainer()` (median of {prof['runs']} runs)",
             "",
-            (f"Surge's own modules, slowest first (self ms; all surge modules together: "
-            f"{prof['surge_modules_self_ms_sum']:.1f} ms):"),
+            (
+                f"Surge's own modules, slowest first (self ms; all surge modules together: "
+                f"{prof['surge_modules_self_ms_sum']:.1f} ms):"
+            ),
             "",
             "| module | self ms | cumulative ms |",
             "| --- | ---: | ---: |",
@@ -188,8 +205,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [f"| {r['module']} | {r['self_ms']:.1f} | {r['cumulative_ms']:.1f} |" for r in prof["surge_modules"]]
         lines += [
             "",
-            (f"Packages imported on top of `import torch` (self ms summed per top-level package; all together: "
-            f"{prof['packages_added_self_ms_sum']:.1f} ms):"),
+            (
+                f"Packages imported on top of `import torch` (self ms summed per top-level package; all together: "
+                f"{prof['packages_added_self_ms_sum']:.1f} ms):"
+            ),
             "",
             "| package | self ms |",
             "| --- | ---: |",

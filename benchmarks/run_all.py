@@ -26,8 +26,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import import_time
-import overhead
+import import_time  # noqa: E402 - the benchmarks are scripts beside this one, not a package
+import overhead  # noqa: E402
 
 
 def run_benchmark(script: str, extra: list[str], out: Path) -> dict[str, Any]:
@@ -41,19 +41,24 @@ def run_benchmark(script: str, extra: list[str], out: Path) -> dict[str, Any]:
 
 def goals(ovh: dict[str, Any], imp: dict[str, Any]) -> list[str]:
     rows = ["| goal (from the issue) | measured | verdict |", "| --- | --- | --- |"]
-    default = ovh["summary"]["surge-default"]
+    wall, cpu = ovh["summary"]["wall"]["surge-default"], ovh["summary"]["cpu"]["surge-default"]
+    limit = overhead.GOAL_DEFAULT_RATIO
     rows.append(
-        f"| default plugins at most {overhead.GOAL_DEFAULT_RATIO:.2f}x the raw loop (tiny MLP) | "
-        f"{default['ratio_vs_raw']:.3f}x ({default['overhead_us_per_step']:+.1f} us/step) | "
-        f"{'met' if default['ratio_vs_raw'] <= overhead.GOAL_DEFAULT_RATIO else 'MISSED'} |"
+        f"| default plugins at most {limit:.2f}x the raw loop (tiny MLP) | wall {wall['ratio_vs_raw']:.3f}x "
+        f"({wall['overhead_us_per_step']:+.1f} us/step); cpu {cpu['ratio_vs_raw']:.3f}x "
+        f"({cpu['overhead_us_per_step']:+.1f} us/step) | "
+        f"{'met' if max(wall['ratio_vs_raw'], cpu['ratio_vs_raw']) <= limit else 'MISSED (by at least one clock)'} |"
     )
     child = ovh.get("empty_plugins")
     if child:
-        p = child["paired_vs_default"]
+        p = child["paired_vs_default"]["cpu"]
+        w = child["paired_vs_default"]["wall"]
+        within = all(q["diff_us_ci95_low"] <= 0 <= q["diff_us_ci95_high"] for q in (p, w))
         rows.append(
-            f"| 20 installed empty plugins: no measurable change | {p['diff_us_per_step']:+.2f} us/step vs "
-            f"surge-default (95% CI {p['diff_us_ci95_low']:+.2f} .. {p['diff_us_ci95_high']:+.2f}), ratio "
-            f"{p['ratio']:.3f} | {'no measurable change' if p['diff_us_ci95_low'] <= 0 <= p['diff_us_ci95_high'] else 'CHANGE? (the CI excludes 0; re-run, the machine may be noisy)'} |"
+            f"| 20 installed empty plugins: no measurable change | cpu {p['diff_us_per_step']:+.2f} us/step "
+            f"(95% CI {p['diff_us_ci95_low']:+.2f} .. {p['diff_us_ci95_high']:+.2f}); wall {w['diff_us_per_step']:+.2f} "
+            f"(95% CI {w['diff_us_ci95_low']:+.2f} .. {w['diff_us_ci95_high']:+.2f}) | "
+            f"{'no measurable change' if within else 'CHANGE? (a CI excludes 0; re-run, the machine may be noisy)'} |"
         )
     start = imp["summary"]["import surge; surge.Trainer()"]
     rows.append(
@@ -76,8 +81,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report = [
         "# Surge benchmarks",
         "",
-        (f"python {platform.python_version()} ({sys.executable}), torch {env.get('torch')}, surge {env.get('surge')}, "
-        f"lightning {env.get('lightning') or 'not installed'}, {env.get('cpus')} CPUs; {platform.platform()}"),
+        (
+            f"python {platform.python_version()} ({sys.executable}), torch {env.get('torch')}, surge {env.get('surge')}, "
+            f"lightning {env.get('lightning') or 'not installed'}, {env.get('cpus')} CPUs; {platform.platform()}"
+        ),
         "",
         "## Goals",
         "",

@@ -18,7 +18,7 @@ ReduceFx = str | Callable[[torch.Tensor], torch.Tensor]
 _REDUCERS = ("mean", "sum", "max", "min")
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Meta:
     on_step: bool
     on_epoch: bool
@@ -61,6 +61,7 @@ class MetricStore:
         self.batch_size: int | None = None  # size of the current batch (for weighted epoch means)
         self.batch: Any = None
         self._step: dict[str, tuple[torch.Tensor, _Meta]] = {}
+        self._metas: dict[tuple[Any, ...], _Meta] = {}  # one per flag combination, not one per call
         # keyed by (context, name): a validation run in the middle of a training epoch must neither
         # reduce nor clear the training epoch's accumulators
         self._epoch: dict[tuple[str, str], tuple[_Accumulator, _Meta]] = {}
@@ -69,11 +70,10 @@ class MetricStore:
         self.progress_bar_metrics: dict[str, torch.Tensor] = {}
         self.reduce_across: Callable[[torch.Tensor, str], torch.Tensor] = lambda t, op: t
 
-    def log(
+    def record(
         self,
         name: str,
         value: Any,
-        *,
         prog_bar: bool = False,
         logger: bool = True,
         on_step: bool | None = None,
@@ -102,7 +102,13 @@ class MetricStore:
             raise SurgeError(f"self.log({name!r}) got {type(value).__name__}; log a number or a tensor")
         if self.dataloader_idx is not None and add_dataloader_idx:
             name = f"{name}/dataloader_idx_{self.dataloader_idx}"
-        meta = _Meta(on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
+        flags = (on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
+        try:
+            meta = self._metas.get(flags)
+            if meta is None:
+                meta = self._metas[flags] = _Meta(*flags)
+        except TypeError:  # an unhashable reduce_fx callable
+            meta = _Meta(*flags)
         if on_step:
             self._step[name] = (tensor, meta)
         if on_epoch:

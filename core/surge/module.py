@@ -138,17 +138,8 @@ class Module(nn.Module):
         if trainer is None:
             _warn_unattached(name)
             return
-        trainer._metrics.log(
-            name,
-            value,
-            prog_bar=prog_bar,
-            logger=logger,
-            on_step=on_step,
-            on_epoch=on_epoch,
-            reduce_fx=reduce_fx,
-            sync_dist=sync_dist,
-            batch_size=batch_size,
-            add_dataloader_idx=add_dataloader_idx,
+        trainer._metrics.record(
+            name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size, add_dataloader_idx
         )
 
     def log_dict(self, values: Mapping[str, Any], **kwargs: Any) -> None:
