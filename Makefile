@@ -29,6 +29,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[bench]"   # Lightning, for its comparison rows
 	$(BIN)/python benchmarks/run_all.py
 
 lint: $(STAMP)
