@@ -55,10 +55,14 @@ class _ConsoleReport:
         return figures
 
     @hookimpl
+    def train_start(self, event: Any) -> None:
+        self._started = time.perf_counter()
+
+    @hookimpl
     def train_epoch_end(self, event: Any) -> None:
         t = event.trainer
         elapsed = time.perf_counter() - self._started
-        print(f"epoch {event.epoch + 1}/{t.max_epochs}  {self._line(t)}  [{elapsed:.1f}s]", flush=True)
+        print(f"epoch {event.epoch + 1}/{t.max_epochs}  {self._line(t)}  [{elapsed:.2f}s]", flush=True)
 
 
 def _fit(args: argparse.Namespace) -> int:

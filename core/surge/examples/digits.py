@@ -1,6 +1,6 @@
 """Handwritten digits (scikit-learn's 8x8 images, shipped inside scikit-learn) with a small MLP.
 
-The embedded default of ``surge fit``: 1,797 real images, trains to about 97% validation accuracy in a few
+The embedded default of ``surge fit``: 1,797 real images, trains to about 95% validation accuracy in a few
 seconds on one CPU core.
 """
 
