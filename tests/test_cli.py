@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
+import jsonschema
 import pytest
 import surge
 from surge.cli import main
-
-ROW_KEYS = {"name", "distribution", "version", "kind", "status", "reason", "provides", "hooks"}
 
 
 def _surge() -> list[str]:
@@ -51,16 +50,18 @@ def _json_rows(runs: dict) -> dict[str, dict]:
     return {row["name"]: row for row in document["plugins"]}
 
 
-def test_plugins_json_rows_have_every_field(runs: dict) -> None:
+def test_plugins_json_follows_the_documented_schema(runs: dict) -> None:
+    rc, out, err = runs["json"].wait()
+    document = json.loads(out)
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "plugins.schema.json").read_text())
+    jsonschema.validate(document, schema)  # raises with the failing path when the output drifts
     rows = _json_rows(runs)
     assert list(rows) == sorted(rows)
-    for row in rows.values():
-        assert set(row) == ROW_KEYS
     devices = rows["devices"]
     assert (devices["distribution"], devices["kind"], devices["status"], devices["hooks"]) == (
         "surge-devices",
         "provider",
-        "available",
+        "active",  # a bare run chooses it (accelerator="auto")
         [],
     )
     assert devices["provides"] == {"accelerator": ["cpu", "cuda", "mps"], "strategy": ["single_device"]}
@@ -72,7 +73,7 @@ def test_plugins_json_shows_status_and_reason(runs: dict) -> None:
     assert (alpha["distribution"], alpha["version"], alpha["kind"]) == ("surge-test-alpha", "1.0.0", "participant")
     assert alpha["status"] == "active" and alpha["hooks"] == ["fit_start", "teardown"]
     assert beta["status"] == "blocked" and "SURGE_DISABLE_PLUGINS" in beta["reason"]
-    assert beta["kind"] == "?"  # never imported, so its kind is unknown
+    assert beta["kind"] is None  # never imported, so its kind is unknown
     assert broken["status"] == "failed" and broken["reason"] == f"RuntimeError: {dists.BROKEN_MESSAGE}"
     assert rows["tp-notplugin"]["status"] == "failed" and "surge.Plugin" in rows["tp-notplugin"]["reason"]
     assert rows["tp-zeta"]["distribution"] == rows["tp-eta"]["distribution"] == "surge-test-pair"
@@ -143,13 +144,40 @@ def test_in_process_json_lists_hooks_kind_and_default_status(plugin_env, capsys)
         "reason": "",
         "provides": {},
         "hooks": ["train_batch_end", "fit_end"],
+        "default": False,
+        "role": None,
+        "description": "",
     }
+    # an active plugin's hooks come from the resolved order of the bare run's bus
+    assert rows["watcher"]["hooks"] == ["train_batch_end", "fit_end"]
     assert (rows["watcher"]["kind"], rows["watcher"]["status"], rows["watcher"]["version"]) == (
         "observer",
         "active",
         "3.1",
     )
     assert (rows["shaky"]["status"], rows["shaky"]["reason"]) == ("failed", "RuntimeError: needs a GPU driver")
+
+
+def test_event_and_order_show_the_resolved_handlers(plugin_env, capsys) -> None:  # type: ignore[no-untyped-def]
+    class First(_Counter):
+        @surge.hookimpl(tryfirst=True)
+        def train_batch_end(self, event: object) -> None:
+            pass
+
+    plugin_env.hide_installed()
+    plugin_env.add(surge.Plugin(name="late", kind="observer", default=True, factory=_Counter))
+    plugin_env.add(surge.Plugin(name="plain", kind="participant", default=True, factory=_Counter))
+    plugin_env.add(surge.Plugin(name="early", kind="participant", default=True, factory=First))
+    assert main(["plugins", "--event", "train_batch_end", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"event": "train_batch_end", "handlers": ["early", "plain", "late"]}
+    assert main(["plugins", "order", "--json"]) == 0
+    order = json.loads(capsys.readouterr().out)["events"]
+    assert set(order) == set(surge.events.EVENTS)
+    assert order["fit_end"] == ["early", "plain", "late"] and order["setup"] == []
+    assert main(["plugins", "order"]) == 0
+    assert "train_batch_end" in capsys.readouterr().out
+    assert main(["plugins", "--event", "train_batch_ennd"]) == 1
+    assert "no event named 'train_batch_ennd'" in capsys.readouterr().err
 
 
 def test_in_process_table_with_no_plugins(plugin_env, capsys) -> None:  # type: ignore[no-untyped-def]

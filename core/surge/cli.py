@@ -1,14 +1,15 @@
-"""The ``surge`` command: ``surge fit`` (the embedded digits example by default) and ``surge plugins``."""
+"""The ``surge`` command. Each command group registers itself: ``fit`` here, ``plugins`` in
+:mod:`surge._cli_plugins`."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from surge import _cli_plugins
 from surge.hooks import hookimpl
 
 __all__ = ["main"]
@@ -24,8 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fit.add_argument("--root", default=None, help="default_root_dir: where surge_runs/version_N is created")
     fit.add_argument("--accelerator", default="auto", help="cpu, cuda, mps or auto (default)")
 
-    plugins = commands.add_parser("plugins", help="list installed plugins with their status and hooks")
-    plugins.add_argument("--json", action="store_true", help="machine-readable output")
+    fit.set_defaults(run=_fit)
+    _cli_plugins.register(commands)
 
     args = parser.parse_args(argv)
     if args.command is None:
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from surge.errors import SurgeError
 
     try:
-        return _fit(args) if args.command == "fit" else _plugins(args)
+        return int(args.run(args))
     except SurgeError as exc:  # a problem the user can fix: the message says how, a traceback would not help
         print(f"surge {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -90,64 +91,6 @@ def _fit(args: argparse.Namespace) -> int:
     print(f"final validation accuracy: {accuracy:.4f}")
     print(f"run directory: {trainer.run_dir}")
     return 0
-
-
-def _plugins(args: argparse.Namespace) -> int:
-    from surge.plugins import discover
-    from surge.settings import load_settings
-
-    catalog = discover(load_settings())
-    rows: list[dict[str, Any]] = []
-    for record in catalog.records.values():
-        plugin = record.plugin
-        status = record.status
-        if plugin is not None and status == "available" and plugin.kind != "provider" and plugin.default:
-            status = "active"
-        rows.append(
-            {
-                "name": record.name,
-                "distribution": record.distribution,
-                "version": record.version,
-                "kind": record.kind,
-                "status": status,
-                "reason": record.reason,
-                "provides": {slot: sorted(names) for slot, names in plugin.provides.items()} if plugin else {},
-                "hooks": _hooks_of(plugin) if plugin else [],
-            }
-        )
-    if args.json:
-        print(json.dumps({"plugins": rows}, indent=2))
-        return 0
-    if not rows:
-        print("no surge plugins installed (entry-point group 'surge.plugins')")
-        return 0
-    header = ("name", "distribution", "version", "kind", "status", "provides / hooks")
-    table = [header] + [
-        (
-            r["name"],
-            r["distribution"] or "?",
-            r["version"] or "?",
-            r["kind"],
-            r["status"] + (f" ({r['reason']})" if r["reason"] else ""),
-            "; ".join(f"{slot}: {', '.join(names)}" for slot, names in r["provides"].items())
-            or ", ".join(r["hooks"])
-            or "-",
-        )
-        for r in rows
-    ]
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-    for row in table:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    return 0
-
-
-def _hooks_of(plugin: Any) -> list[str]:
-    from surge.events import EVENTS
-
-    factory = plugin.factory
-    if not isinstance(factory, type):
-        return []
-    return [name for name in EVENTS if hasattr(getattr(factory, name, None), "surge_impl")]
 
 
 if __name__ == "__main__":
