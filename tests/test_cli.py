@@ -52,6 +52,7 @@ def _json_rows(runs: dict) -> dict[str, dict]:
 
 def test_plugins_json_follows_the_documented_schema(runs: dict) -> None:
     rc, out, err = runs["json"].wait()
+    assert rc == 0, err
     document = json.loads(out)
     schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "plugins.schema.json").read_text())
     jsonschema.validate(document, schema)  # raises with the failing path when the output drifts
