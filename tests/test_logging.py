@@ -61,3 +61,21 @@ def test_stdlib_records_are_routed_into_loguru():
     routed = [r for r in seen if r["message"] == "hello from stdlib"]
     assert routed and routed[0]["extra"]["stdlib"] == "torch.some.module"
     assert routed[0]["level"].name == "INFO"
+
+
+def test_plugin_trace_is_shown_at_the_default_log_level(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SURGE_")}
+    env["SURGE_TRACE_PLUGINS"] = "1"
+    script = textwrap.dedent(
+        """
+        import surge
+        from surge.testing import EventRecorder, TinyDataModule, TinyModule
+        trainer = surge.Trainer(max_epochs=1, limit_train_batches=1, num_sanity_val_steps=0,
+                                default_root_dir={root!r}, plugins=[EventRecorder()])
+        trainer.fit(TinyModule(), datamodule=TinyDataModule())
+        """
+    ).format(root=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "surge trace: train_batch_end ->" in line]
+    assert len(lines) == 1 and "event_recorder" in lines[0] and "us" in lines[0]

@@ -116,7 +116,8 @@ class _TracingDispatch(_Dispatch):
         for fn, subscriber in self.calls:
             wrapped.append((_timed(fn, subscriber.name, timings), subscriber))
         self.inner.__class__(self.event, wrapped)(event)
-        logger.info("surge trace: {} -> {}", self.event, ", ".join(timings) or "(no handler)")
+        # bound as a trace record: shown whatever SURGE_LOG_LEVEL is, since tracing was asked for explicitly
+        logger.bind(surge_trace=True).info("surge trace: {} -> {}", self.event, ", ".join(timings) or "(no handler)")
 
 
 def _timed(fn: _Call, name: str, sink: list[str]) -> _Call:

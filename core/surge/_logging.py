@@ -64,6 +64,8 @@ def configure_logging(level: str | None = None) -> None:
         logger.remove(_state["handler"])  # type: ignore[arg-type]
 
     def keep(record: Record) -> bool:
+        if record["extra"].get("surge_trace"):
+            return True
         ours = record["name"] and (record["name"].startswith("surge") or "stdlib" in record["extra"])
         return record["level"].no >= threshold if ours else True
 
