@@ -337,6 +337,8 @@ GROUPS: dict[str, list[Dist]] = {
     "quiet": QUIET,
     "clash": [CLASH_ONE, CLASH_TWO],
     "fakecpu": [FAKE_CPU],
+    "lab": [ALPHA, BETA, PAIR],  # plugins that all import cleanly, for lab profiles that pin every one
+    "broken": [BROKEN],
 }
 MAIN_NAMES = ["tp-alpha", "tp-beta", "tp-broken", "tp-eta", "tp-notplugin", "tp-zeta"]
 

@@ -2,8 +2,13 @@
 
 ``surge plugins [--json] [--event NAME]`` lists every discovered plugin; ``surge plugins order [--json]``
 prints the resolved handler order of every event. Both build the Trainer a bare ``surge fit`` would build
-(environment and lab rules included), so what they show is what a run does. The JSON form of the listing
-follows ``docs/plugins.schema.json``.
+(environment and lab rules included), so what they show is what a run does, and both refuse to run in an
+environment that does not match the lab profile. The JSON form of the listing follows
+``docs/plugins.schema.json``.
+
+``surge plugins lock [-o FILE] [--hashes]`` writes a lab profile pinning the current environment;
+``surge plugins check [--lab PATH]`` compares the environment with a profile and prints the diff (see
+:mod:`surge.lab`).
 """
 
 from __future__ import annotations
@@ -21,20 +26,79 @@ def register(commands: Any) -> None:
     plugins = commands.add_parser("plugins", help="list installed plugins: status, kind, hooks, order")
     plugins.add_argument("--json", action="store_true", help="machine-readable output (docs/plugins.schema.json)")
     plugins.add_argument("--event", metavar="NAME", help="only the handlers of event NAME, in the order they run")
+    add_lab_option(plugins)
     plugins.set_defaults(run=list_plugins)
     actions = plugins.add_subparsers(dest="action", metavar="ACTION")
     order = actions.add_parser("order", help="the resolved handler order for every event")
     order.add_argument("--json", action="store_true", help="machine-readable output")
+    add_lab_option(order)
     order.set_defaults(run=print_order)
+    lock = actions.add_parser("lock", help="write a lab profile pinning the installed plugin distributions")
+    lock.add_argument("-o", "--output", metavar="FILE", help="write to FILE (a path or fsspec URL), not stdout")
+    lock.add_argument("--hashes", action="store_true", help="pin each distribution's files hash too")
+    lock.set_defaults(run=lock_profile)
+    check = actions.add_parser("check", help="compare the environment with a lab profile; exit 1 on a mismatch")
+    add_lab_option(check)
+    check.set_defaults(run=check_profile)
+
+
+def add_lab_option(parser: argparse.ArgumentParser) -> None:
+    """``--lab PATH`` on a command; it stands in for ``SURGE_LAB`` while the command runs (see ``surge.cli``)."""
+    parser.add_argument(
+        "--lab",
+        metavar="PATH",
+        default=argparse.SUPPRESS,  # so `surge --lab X plugins` keeps the top-level value
+        help="lab profile (path or fsspec URL) to check against; overrides SURGE_LAB and pyproject.toml",
+    )
+
+
+def lock_profile(args: argparse.Namespace) -> int:
+    from surge.lab import lock
+
+    text = lock(hashes=args.hashes)
+    if args.output is None:
+        print(text, end="")
+        return 0
+    import fsspec
+
+    with fsspec.open(args.output, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote the lab profile {args.output}; check an environment with `surge plugins check --lab {args.output}`")
+    return 0
+
+
+def check_profile(args: argparse.Namespace) -> int:
+    from surge.errors import LabError
+    from surge.lab import resolve
+    from surge.settings import load_settings
+
+    lab = resolve(load_settings())
+    if lab is None:
+        raise LabError(
+            "no lab profile to check: pass --lab PATH, set SURGE_LAB, or add a [tool.surge.lab] table to "
+            "pyproject.toml (`surge plugins lock -o lab.toml` writes one from this environment)"
+        )
+    problems = lab.check()
+    if problems:
+        print(lab.report(problems))
+        return 1
+    profile = lab.profile
+    print(
+        f"the environment matches the lab profile {lab.source}: {len(profile.distributions)} distribution(s) "
+        f"pinned, autoload = {str(profile.autoload).lower()}, {len(profile.plugins)} plugin(s) forced on or off"
+    )
+    return 0
 
 
 def _default_trainer() -> tuple[Any, str | None]:
     """The Trainer a bare run would build, or ``None`` and why it cannot be built."""
     import surge
-    from surge.errors import SurgeError
+    from surge.errors import LabError, SurgeError
 
     try:
         return surge.Trainer(), None
+    except LabError:
+        raise  # a lab refuses the listing as it refuses a run: `surge plugins check` shows the diff
     except SurgeError as exc:
         return None, str(exc)
 

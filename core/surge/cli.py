@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from surge import _cli_plugins
+from surge import _cli_new, _cli_plugins
 from surge.hooks import hookimpl
 
 __all__ = ["main"]
@@ -17,6 +19,12 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="surge", description="Surge: a PyTorch training engine built of plugins.")
+    parser.add_argument(
+        "--lab",
+        metavar="PATH",
+        default=None,
+        help="lab profile (path or fsspec URL) every command is checked against; overrides SURGE_LAB",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     fit = commands.add_parser("fit", help="train a model (with no arguments: the embedded digits example)")
@@ -25,8 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     fit.add_argument("--root", default=None, help="default_root_dir: where surge_runs/version_N is created")
     fit.add_argument("--accelerator", default="auto", help="cpu, cuda, mps or auto (default)")
 
+    _cli_plugins.add_lab_option(fit)
     fit.set_defaults(run=_fit)
     _cli_plugins.register(commands)
+    _cli_new.register(commands)
 
     args = parser.parse_args(argv)
     if args.command is None:
@@ -35,10 +45,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from surge.errors import SurgeError
 
     try:
-        return int(args.run(args))
+        with _lab(args.lab):
+            return int(args.run(args))
     except SurgeError as exc:  # a problem the user can fix: the message says how, a traceback would not help
         print(f"surge {args.command}: error: {exc}", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def _lab(location: str | None) -> Iterator[None]:
+    """``--lab PATH`` is ``SURGE_LAB=PATH`` for the command (so every Trainer it builds sees it)."""
+    if location is None:
+        yield
+        return
+    previous = os.environ.get("SURGE_LAB")
+    os.environ["SURGE_LAB"] = location
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("SURGE_LAB", None)
+        else:
+            os.environ["SURGE_LAB"] = previous
 
 
 class _ConsoleReport:

@@ -131,14 +131,23 @@ def _env_defaults(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str,
     return values, sources
 
 
-def build_config(kwargs: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> TrainerConfig:
-    """Merge environment defaults under ``kwargs`` and validate; every problem is reported at once."""
+def build_config(
+    kwargs: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    defaults_source: str = "the defaults",
+) -> TrainerConfig:
+    """Merge ``defaults`` (a lab profile's ``[trainer]`` table, named by ``defaults_source``) under the
+    environment defaults under ``kwargs``, and validate; every problem is reported at once."""
     env_values, env_sources = _env_defaults(os.environ if environ is None else environ)
-    merged = {**env_values, **kwargs}
+    defaults = dict(defaults or {})
+    merged = {**defaults, **env_values, **kwargs}
     try:
         return TrainerConfig.model_validate(merged)
     except ValidationError as exc:
-        sources = {k: v for k, v in env_sources.items() if k not in kwargs}
+        sources = {k: defaults_source for k in defaults}
+        sources.update({k: f"the environment variable {v}" for k, v in env_sources.items()})
+        sources = {k: v for k, v in sources.items() if k not in kwargs}
         raise ConfigError(format_validation_error(exc, "trainer", sources), "Trainer arguments") from None
 
 
@@ -170,7 +179,7 @@ def format_validation_error(
         for path, message in problems.items():
             field_name = path[len(prefix) + 1 :].split(".")[0]
             if field_name in sources and not message.startswith("unknown argument"):
-                problems[path] = f"{message} (from the environment variable {sources[field_name]})"
+                problems[path] = f"{message} (from {sources[field_name]})"
     return list(problems.items())
 
 

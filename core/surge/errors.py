@@ -12,6 +12,7 @@ __all__ = [
     "PluginConflictError",
     "PluginOrderError",
     "ProviderError",
+    "LabError",
 ]
 
 
@@ -47,3 +48,8 @@ class PluginOrderError(PluginError):
 
 class ProviderError(PluginError, ValueError):
     """A provider name (``accelerator=``, ``strategy=``, ``precision=``...) matches no installed plugin."""
+
+
+class LabError(SurgeError):
+    """The environment does not match the lab profile (the message is the diff and the fixes), or the
+    profile cannot be read."""

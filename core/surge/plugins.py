@@ -7,7 +7,8 @@ A distribution declares each plugin with an entry point whose object is a :class
 
 Discovery is lazy (a Trainer or a CLI command asks for it, never ``import surge``), sorted by name,
 de-duplicated, and loud when two distributions claim one name. Blocking (``SURGE_PLUGINS``,
-``SURGE_DISABLE_PLUGINS``, ``SURGE_DISABLE_PLUGIN_AUTOLOAD``) happens before anything is imported.
+``SURGE_DISABLE_PLUGINS``, ``SURGE_DISABLE_PLUGIN_AUTOLOAD``, and a lab profile's rules, see
+:mod:`surge.lab`) happens before anything is imported.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import importlib.metadata as metadata
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 from pydantic import BaseModel
@@ -24,6 +25,9 @@ from pydantic import BaseModel
 from surge._logging import route_stdlib
 from surge.errors import PluginConflictError, PluginError
 from surge.settings import SurgeSettings
+
+if TYPE_CHECKING:
+    from surge.lab import Lab
 
 __all__ = ["Plugin", "PluginRecord", "Catalog", "discover", "ENTRY_POINT_GROUP", "ROLES", "PROVIDER_SLOTS"]
 
@@ -156,13 +160,19 @@ class Catalog:
         return found
 
 
-def discover(settings: SurgeSettings, requested: Iterable[str] = ()) -> Catalog:
+def discover(settings: SurgeSettings, requested: Iterable[str] = (), lab: Lab | None = None) -> Catalog:
     """Find, filter and import the ``surge.plugins`` entry points.
 
     ``requested`` names plugins the caller asked for by name; they load even under
     ``SURGE_DISABLE_PLUGIN_AUTOLOAD=1``, but never when ``SURGE_DISABLE_PLUGINS`` blocks them or a
-    ``SURGE_PLUGINS`` allow-list leaves them out.
+    ``SURGE_PLUGINS`` allow-list leaves them out. ``lab`` (by default the profile :func:`surge.lab.resolve`
+    finds) goes over all of these: it blocks what it switches off or does not list under ``autoload = false``,
+    lets through what it forces on, and makes a pinned distribution's import failure fatal.
     """
+    if lab is None:
+        from surge.lab import resolve
+
+        lab = resolve(settings)
     requested = set(requested)
     by_name: dict[str, tuple[metadata.EntryPoint, PluginRecord]] = {}
     for ep in source.entry_points():
@@ -187,15 +197,20 @@ def discover(settings: SurgeSettings, requested: Iterable[str] = ()) -> Catalog:
     for name in sorted(by_name):
         ep, record = by_name[name]
         records[name] = record
-        blocked = _blocked_reason(name, settings, requested)
+        blocked = _blocked_reason(record, settings, requested, lab)
         if blocked:
             record.status, record.reason = "blocked", blocked
             continue
-        _load(ep, record, settings)
+        _load(ep, record, settings, lab)
     return Catalog(records)
 
 
-def _blocked_reason(name: str, settings: SurgeSettings, requested: set[str]) -> str:
+def _blocked_reason(record: PluginRecord, settings: SurgeSettings, requested: set[str], lab: Lab | None) -> str:
+    name = record.name
+    if lab is not None:  # the lab's rules are over the environment's
+        reason = lab.blocked_reason(name, record.distribution)
+        if reason or lab.forces_on(name):
+            return reason
     if name in settings.disable_plugins:
         return "blocked by SURGE_DISABLE_PLUGINS"
     if settings.plugins is not None and name not in settings.plugins:
@@ -205,7 +220,7 @@ def _blocked_reason(name: str, settings: SurgeSettings, requested: set[str]) -> 
     return ""
 
 
-def _load(ep: metadata.EntryPoint, record: PluginRecord, settings: SurgeSettings) -> None:
+def _load(ep: metadata.EntryPoint, record: PluginRecord, settings: SurgeSettings, lab: Lab | None) -> None:
     try:
         obj = ep.load()
         if not isinstance(obj, Plugin):
@@ -219,6 +234,11 @@ def _load(ep: metadata.EntryPoint, record: PluginRecord, settings: SurgeSettings
             )
     except Exception as exc:  # a broken plugin must not break the run unless asked to
         record.status, record.reason = "failed", f"{type(exc).__name__}: {exc}"
+        if lab is not None and lab.pins(record.distribution):
+            raise PluginError(
+                f"{record.describe()} failed to load: {record.reason} (fatal because the lab profile "
+                f"{lab.source} pins {record.distribution}; fix or reinstall it)"
+            ) from exc
         if settings.strict_plugins:
             raise PluginError(
                 f"{record.describe()} failed to load: {record.reason} (fatal because SURGE_STRICT_PLUGINS=1)"

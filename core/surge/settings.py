@@ -1,4 +1,4 @@
-"""Process-wide ``SURGE_*`` environment settings (plugin blocking, strictness, logging)."""
+"""Process-wide ``SURGE_*`` environment settings (plugin blocking, strictness, logging, lab profile)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ class SurgeSettings(BaseSettings):
     trace_plugins: bool = False
     """Log every event dispatch with the handlers called and their time."""
     log_level: str = "WARNING"
+    lab: str | None = None
+    """The lab profile every run is checked against: a path or an fsspec URL (``surge --lab`` sets it)."""
 
     @field_validator("plugins", "disable_plugins", mode="before")
     @classmethod

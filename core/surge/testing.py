@@ -1,21 +1,30 @@
 """Test helpers for Surge and its plugins, registered as a pytest plugin (entry point ``pytest11``).
 
+What a plugin's tests need (docs/plugins.md, "Testing"):
+
+* :func:`run_tiny_fit` runs a short real fit with the given plugins active and returns a :class:`TinyFit`:
+  the Trainer, every event in call order, and each plugin's built object (``fit.plugin("name")``);
+* :func:`assert_discovered` checks that an installed distribution's ``surge.plugins`` entry point is found,
+  loads, and declares the expected kind;
+* :class:`PluginEnv` makes a :class:`surge.Plugin` discoverable without installing it (or hides the
+  installed ones) until it is restored.
+
 Fixtures:
 
+* ``tiny_fit``: :func:`run_tiny_fit` writing into the test's temporary directory;
+* ``plugin_env``: a :class:`PluginEnv`, restored after the test;
 * ``event_recorder``: an :class:`EventRecorder`, a participant that records every event it sees;
-* ``plugin_env``: a :class:`PluginEnv` to add in-memory plugins to discovery (as if installed) or hide
-  the installed ones, undone after the test;
 * ``tiny_module`` / ``tiny_datamodule``: a small real model and data set that train in milliseconds;
 * ``make_trainer``: ``Trainer`` factory writing into the test's temporary directory.
-
-Outside pytest, :func:`run_tiny_fit` runs a short fit with given plugins and returns the recorded events.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+import tempfile
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +41,10 @@ from surge.hooks import hookimpl
 __all__ = [
     "EventRecorder",
     "PluginEnv",
+    "TinyFit",
     "TinyModule",
     "TinyDataModule",
+    "assert_discovered",
     "run_tiny_fit",
 ]
 
@@ -95,7 +106,12 @@ class _FakeEntryPoint:
 
 
 class PluginEnv:
-    """Add plugins to discovery as if installed, or hide the installed ones. Undone by ``restore()``."""
+    """Add plugins to discovery as if installed, or hide the installed ones, until ``restore()``.
+
+    The ``plugin_env`` fixture restores it after the test; outside pytest, use it as a context manager
+    (``with PluginEnv() as env: env.add(plugin)``). Only discovery changes: a Trainer built meanwhile
+    finds the added plugins exactly as it finds installed ones (activation, settings, ordering).
+    """
 
     def __init__(self) -> None:
         self._extra: list[_FakeEntryPoint] = []
@@ -140,6 +156,12 @@ class PluginEnv:
         _plugins.source = self._previous
         for module_name in self._modules:
             sys.modules.pop(module_name, None)
+
+    def __enter__(self) -> PluginEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.restore()
 
 
 _failing_modules: dict[str, str] = {}
@@ -228,19 +250,122 @@ class TinyDataModule(surge.DataModule):
         return DataLoader(TensorDataset(self.val_set.tensors[0]), batch_size=self.batch_size)
 
 
-def run_tiny_fit(plugins: Iterable[Any] = (), **trainer_kwargs: Any) -> EventRecorder:
-    """Fit :class:`TinyModule` on :class:`TinyDataModule` for one short epoch with ``plugins`` active;
-    returns the recorder (an observer, so it sees every event after all other handlers)."""
-    recorder = EventRecorder(kind="observer")
+@dataclass
+class TinyFit:
+    """What :func:`run_tiny_fit` returns: the Trainer after the fit and every event it dispatched."""
+
+    trainer: surge.Trainer
+    recorder: EventRecorder
+
+    @property
+    def events(self) -> list[tuple[str, Event]]:
+        """``(name, event)`` pairs in call order, as seen by an observer that runs after every other handler."""
+        return self.recorder.events
+
+    def names(self, *, exclude: Iterable[str] = ()) -> list[str]:
+        """Event names in call order."""
+        return self.recorder.names(exclude=exclude)
+
+    def of(self, name: str) -> list[Event]:
+        """The payloads of one event, in call order."""
+        return self.recorder.of(name)
+
+    def plugin(self, name: str) -> Any:
+        """The object plugin ``name``'s factory built for this run (the one its handlers ran on)."""
+        for sub in self.trainer._plugin_subscribers:
+            if sub.name == name:
+                return sub.obj
+        active = sorted(s.name for s in self.trainer._plugin_subscribers if s.name != self.recorder.surge_name)
+        raise LookupError(
+            f"plugin '{name}' was not active in this fit; active: {', '.join(active) or 'none'}. Ask for it by "
+            f"name (run_tiny_fit(plugins=['{name}'])) unless it is on by default, and check that it is installed"
+        )
+
+
+_RECORDER = "tiny_fit_recorder"
+
+
+def run_tiny_fit(
+    plugins: Iterable[Any] | Mapping[str, Any] = (), *, ckpt_path: str | None = None, **trainer_kwargs: Any
+) -> TinyFit:
+    """Fit :class:`TinyModule` on :class:`TinyDataModule` with ``plugins`` active and record every event.
+
+    ``plugins`` is what ``Trainer(plugins=...)`` takes: names and objects (``["my-plugin", Stopper()]``) or
+    names with settings (``{"my-plugin": {"every_n_steps": 2}}``). Installed default plugins are active too,
+    as in any run. The fit is one epoch of 2 training and 2 validation batches (after the usual sanity check)
+    unless ``trainer_kwargs`` say otherwise; ``ckpt_path`` resumes from a checkpoint. The run directory goes
+    to ``default_root_dir``, a new temporary directory if not given (the ``tiny_fit`` fixture passes the
+    test's ``tmp_path``).
+    """
+    recorder = EventRecorder(_RECORDER, kind="observer")
     trainer_kwargs.setdefault("max_epochs", 1)
     trainer_kwargs.setdefault("limit_train_batches", 2)
     trainer_kwargs.setdefault("limit_val_batches", 2)
-    trainer = surge.Trainer(plugins=[*plugins, recorder], **trainer_kwargs)
-    trainer.fit(TinyModule(), datamodule=TinyDataModule())
-    return recorder
+    if trainer_kwargs.get("default_root_dir") is None:
+        trainer_kwargs["default_root_dir"] = tempfile.mkdtemp(prefix="surge-tiny-fit-")
+    if isinstance(plugins, str):
+        plugins = [plugins]
+    if isinstance(plugins, Mapping):
+        # Settings can only be given by name, and a dict has no room for an object: the recorder joins as
+        # a temporarily discoverable plugin instead.
+        with PluginEnv() as env:
+            env.add(_plugins.Plugin(name=_RECORDER, kind="observer", factory=lambda: recorder))
+            trainer = surge.Trainer(plugins={**plugins, _RECORDER: True}, **trainer_kwargs)
+    else:
+        trainer = surge.Trainer(plugins=[*plugins, recorder], **trainer_kwargs)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=ckpt_path)
+    return TinyFit(trainer, recorder)
+
+
+def assert_discovered(name: str, distribution: str | None = None, kind: str | None = None) -> surge.Plugin:
+    """Assert that an installed distribution declares plugin ``name`` and that Surge can load it.
+
+    Reads the real ``surge.plugins`` entry points (a :class:`PluginEnv` does not count), imports them as a
+    run would, and checks the distribution that declares ``name`` and the plugin's ``kind`` when given.
+    The plugin must not be blocked (``SURGE_*`` variables, a lab profile) or fail to import. Returns the
+    loaded :class:`surge.Plugin`.
+    """
+    from surge.settings import load_settings
+
+    previous = _plugins.source
+    _plugins.source = _plugins._Source()
+    try:
+        catalog = _plugins.discover(load_settings(), requested=[name])
+    finally:
+        _plugins.source = previous
+    record = catalog.records.get(name)
+    if record is None:
+        found = ", ".join(catalog.records) or "none"
+        raise AssertionError(
+            f"no installed distribution declares the plugin '{name}' (entry-point group "
+            f"'{_plugins.ENTRY_POINT_GROUP}'; installed plugins: {found}). Install the project "
+            f'(`pip install -e .`) and check its [project.entry-points."{_plugins.ENTRY_POINT_GROUP}"] table'
+        )
+    if distribution is not None and _normalize(record.distribution or "") != _normalize(distribution):
+        raise AssertionError(f"{record.describe()} comes from {record.distribution}, not from {distribution}")
+    if record.plugin is None:
+        raise AssertionError(f"{record.describe()} is installed but {record.status}: {record.reason}")
+    if kind is not None and record.plugin.kind != kind:
+        raise AssertionError(f"{record.describe()} is a {record.plugin.kind}, not a {kind}")
+    return record.plugin
+
+
+def _normalize(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()  # PEP 503: surge_my_thing is surge-my-thing
 
 
 # -- pytest fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_fit(tmp_path: Any) -> Callable[..., TinyFit]:
+    """:func:`run_tiny_fit` with its run directories in the test's ``tmp_path``."""
+
+    def fit(plugins: Iterable[Any] | Mapping[str, Any] = (), **kwargs: Any) -> TinyFit:
+        kwargs.setdefault("default_root_dir", str(tmp_path))
+        return run_tiny_fit(plugins, **kwargs)
+
+    return fit
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from surge._module_hooks import ModuleHooks
 from surge._storage import RunDirectory
 from surge.config import TrainerConfig, build_config
 from surge.errors import ConfigError, SurgeError
+from surge.lab import resolve as resolve_lab
 from surge.module import DataModule, Module, overrides
 from surge.plugins import discover
 from surge.settings import load_settings
@@ -97,16 +98,29 @@ class Trainer:
     Arguments are those of :class:`surge.config.TrainerConfig` (Lightning's names). Each may also come from
     an environment variable ``SURGE_TRAINER_<NAME>`` (JSON or a plain string); explicit arguments win. All
     problems are reported at once as a :class:`surge.ConfigError` before anything is created on disk.
+
+    Under a lab profile (:mod:`surge.lab`) the environment is checked first, before any plugin is imported,
+    and a mismatch raises :class:`surge.errors.LabError` with the diff; the profile's ``[trainer]`` table
+    gives defaults under the environment's, and its ``[plugins]`` table forces plugins on or off.
     """
 
     def __init__(self, **options: Any) -> None:
         settings = load_settings()
         configure_logging(settings.log_level)
-        self.config: TrainerConfig = build_config(options)
+        lab = resolve_lab(settings)
+        if lab is not None:
+            lab.verify()
+        self.config: TrainerConfig = build_config(
+            options,
+            defaults=lab.profile.trainer if lab else None,
+            defaults_source=f"the lab profile {lab.source}" if lab else "the defaults",
+        )
         self._loop = _Loop.from_config(self.config)
         self.fast_dev_run = bool(self.config.fast_dev_run)
         requests = parse_requests(self.config, self.fast_dev_run)
-        self.catalog = discover(settings, requested=requests.names)
+        if lab is not None:
+            lab.apply(requests)
+        self.catalog = discover(settings, requested=requests.names, lab=lab)
         providers = resolve_providers(self.catalog, self.config)
         self.accelerator = providers.accelerator
         self.strategy = providers.strategy
