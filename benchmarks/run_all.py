@@ -1,7 +1,7 @@
 """Run every benchmark and print one combined report (``make bench`` calls this).
 
 Each benchmark runs in its own subprocess of this interpreter (so the start-up benchmark's children and the
-overhead benchmark's single-threaded loop do not share state); the combined JSON holds both results.
+overhead benchmark's single-threaded loop do not share state); the combined JSON holds all the results.
 
 Usage::
 
@@ -26,7 +26,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import import_time  # noqa: E402 - the benchmarks are scripts beside this one, not a package
+import checkpoint  # noqa: E402 - the benchmarks are scripts beside this one, not a package
+import import_time  # noqa: E402
 import overhead  # noqa: E402
 
 
@@ -39,7 +40,7 @@ def run_benchmark(script: str, extra: list[str], out: Path) -> dict[str, Any]:
     return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 
-def goals(ovh: dict[str, Any], imp: dict[str, Any]) -> list[str]:
+def goals(ovh: dict[str, Any], imp: dict[str, Any], ckpt: dict[str, Any]) -> list[str]:
     rows = ["| goal (from the issue) | measured | verdict |", "| --- | --- | --- |"]
     wall, cpu = ovh["summary"]["wall"]["surge-default"], ovh["summary"]["cpu"]["surge-default"]
     limit = overhead.GOAL_DEFAULT_RATIO
@@ -65,6 +66,12 @@ def goals(ovh: dict[str, Any], imp: dict[str, Any]) -> list[str]:
         f"| `import surge; surge.Trainer()` at most {import_time.GOAL_RATIO}x `import torch` | "
         f"{start['ratio_vs_torch']:.3f}x | {'met' if start['ratio_vs_torch'] <= import_time.GOAL_RATIO else 'MISSED'} |"
     )
+    ratio = ckpt["async"]["ratio_in_flight"]
+    rows.append(
+        f"| training steps with an asynchronous save of a {ckpt['async']['checkpoint_mb']:.0f} MB checkpoint in "
+        f"flight at most {checkpoint.GOAL_RATIO}x normal steps | {ratio:.2f}x | "
+        f"{'met' if ratio <= checkpoint.GOAL_RATIO else 'MISSED'} |"
+    )
     return rows
 
 
@@ -77,6 +84,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="surge-bench-all-") as tmp:
         imp = run_benchmark("import_time.py", extra, Path(tmp, "import.json"))
         ovh = run_benchmark("overhead.py", extra, Path(tmp, "overhead.json"))
+        ckpt = run_benchmark("checkpoint.py", extra, Path(tmp, "checkpoint.json"))
     env = ovh.get("environment", {})
     report = [
         "# Surge benchmarks",
@@ -88,14 +96,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "",
         "## Goals",
         "",
-        *goals(ovh, imp),
+        *goals(ovh, imp, ckpt),
         "",
         overhead.markdown(ovh),
         "",
         import_time.markdown(imp),
+        "",
+        checkpoint.markdown(ckpt),
     ]
     print("\n".join(report))
-    combined = {"overhead": ovh, "import_time": imp}
+    combined = {"overhead": ovh, "import_time": imp, "checkpoint": ckpt}
     if args.json:
         Path(args.json).write_text(json.dumps(combined, indent=2))
     return combined

@@ -1,8 +1,15 @@
 """The core's checkpoint contract: the dict plugins add to, weights-only loading, plugin state keys."""
 
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import fsspec
 import pytest
 import surge
 import torch
+from surge import checkpoint
 from surge.testing import TinyDataModule, TinyModule
 
 
@@ -75,21 +82,37 @@ def test_module_hooks_see_the_checkpoint(make_trainer, tmp_path):
     assert model.seen == 7
 
 
-@pytest.mark.parametrize("damage", ["empty", "truncated", "pickled_code"])
+@pytest.mark.parametrize("damage", ["empty", "truncated", "bit_flipped", "uncommitted", "pickled_code"])
 def test_damaged_or_unsafe_checkpoint_names_the_file(make_trainer, tmp_path, damage):
     trainer = make_trainer(max_epochs=1, limit_train_batches=1, num_sanity_val_steps=0)
     model = TinyModule()
     trainer.fit(model, datamodule=TinyDataModule())
     path = tmp_path / f"{damage}.ckpt"
     trainer.save_checkpoint(str(path))
+    data = path.read_bytes()
+    expected = {
+        "empty": "is empty",
+        "truncated": "truncated or corrupt",
+        "bit_flipped": "truncated or corrupt",
+        "uncommitted": "has no commit marker",
+        "pickled_code": "holds pickled code",
+    }[damage]
     if damage == "empty":
         path.write_bytes(b"")
     elif damage == "truncated":
-        path.write_bytes(path.read_bytes()[:100])
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "bit_flipped":
+        flipped = bytearray(data)
+        flipped[len(flipped) // 2] ^= 0x01
+        path.write_bytes(bytes(flipped))
+    elif damage == "uncommitted":
+        Path(checkpoint.marker_url(str(path))).unlink()
     else:
-        torch.save({"state_dict": {}, "hook": print}, path)  # a callable needs unpickling of code
-    with pytest.raises(surge.SurgeError, match=str(path).replace(".", r"\.")):
+        checkpoint.save({"state_dict": {}, "hook": print}, str(path))  # a callable needs unpickling of code
+    with pytest.raises(checkpoint.CheckpointError, match=re.escape(str(path))) as info:
         trainer.fit(model, datamodule=TinyDataModule(), ckpt_path=str(path))
+    assert expected in str(info.value)
+    assert not checkpoint.is_valid(str(path)) or damage == "pickled_code"
 
 
 def test_two_stateful_plugins_with_one_state_key_are_refused(make_trainer):
@@ -108,7 +131,7 @@ def test_atomic_save_leaves_no_temp_files(make_trainer, tmp_path):
     target = tmp_path / "ckpts" / "x.ckpt"
     trainer.save_checkpoint(str(target))
     trainer.save_checkpoint(str(target))  # overwrite in place
-    assert sorted(p.name for p in target.parent.iterdir()) == ["x.ckpt"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["x.ckpt", "x.ckpt.sha256"]
 
 
 def test_resuming_with_another_plugin_set_warns_with_the_diff(make_trainer, tmp_path):
@@ -129,3 +152,142 @@ def test_resuming_with_another_plugin_set_warns_with_the_diff(make_trainer, tmp_
     text = "".join(messages)
     assert "different plugin set" in text
     assert "- counter" in text and "+ Extra" in text
+
+
+# -- the file format and its IO (surge.checkpoint) --------------------------------------------------------
+
+
+def test_save_writes_the_data_then_a_sha256sum_marker(tmp_path):
+    path = tmp_path / "a.ckpt"
+    assert checkpoint.save({"state_dict": {"w": torch.arange(4)}}, str(path)) == str(path)
+    marker = Path(checkpoint.marker_url(str(path))).read_text()
+    assert marker == f"{hashlib.sha256(path.read_bytes()).hexdigest()}  a.ckpt\n"  # `sha256sum -c` reads it
+    assert torch.load(path, weights_only=True)["state_dict"]["w"].tolist() == [0, 1, 2, 3]
+    assert checkpoint.load(str(path))["state_dict"]["w"].tolist() == [0, 1, 2, 3]
+    checkpoint.verify(str(path))
+
+
+def test_a_missing_checkpoint_names_the_file(tmp_path):
+    missing = str(tmp_path / "nope.ckpt")
+    with pytest.raises(checkpoint.CheckpointError, match=f"checkpoint {re.escape(missing)} does not exist"):
+        checkpoint.load(missing)
+
+
+def test_pickled_code_is_refused_with_an_explanation_and_loads_when_trusted(tmp_path):
+    path = str(tmp_path / "code.ckpt")
+    checkpoint.save({"state_dict": {}, "hook": print}, path)
+    with pytest.raises(checkpoint.CheckpointError) as info:
+        checkpoint.load(path)
+    message = str(info.value)
+    assert path in message and "print" in message  # what was found
+    assert "would run that code" in message and "trusted=True" in message  # why, and the way out
+    assert checkpoint.load(path, trusted=True)["hook"] is print
+
+
+def test_the_marker_is_written_last(tmp_path, monkeypatch):
+    """If the marker's write fails (or the process dies before it), the data file alone is not a checkpoint."""
+    path = str(tmp_path / "half.ckpt")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if str(dst).endswith(checkpoint.MARKER_SUFFIX):
+            raise OSError("disk full")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="disk full"):
+        checkpoint.save({"state_dict": {"w": torch.ones(2)}}, path)
+    monkeypatch.undo()
+    assert os.path.exists(path) and not os.path.exists(checkpoint.marker_url(path))  # the data went first
+    assert sorted(os.listdir(tmp_path)) == ["half.ckpt"]  # and the failed save left no temp file
+    with pytest.raises(checkpoint.CheckpointError, match="has no commit marker"):
+        checkpoint.load(path)
+    assert checkpoint.newest_valid([path]) is None
+
+
+def test_an_overwrite_cut_short_leaves_an_invalid_file_and_last_falls_back(tmp_path, monkeypatch):
+    older, last = str(tmp_path / "epoch=0.ckpt"), str(tmp_path / "last.ckpt")
+    checkpoint.save({"state_dict": {"w": torch.zeros(1)}}, older)
+    checkpoint.save({"state_dict": {"w": torch.ones(1)}}, last)
+    os.utime(checkpoint.marker_url(older), (1, 1))  # the older one was committed first
+    real_replace = os.replace
+
+    def replace(src, dst):  # the crash lands between the data's rename and the marker's
+        if str(dst).endswith(checkpoint.MARKER_SUFFIX):
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save({"state_dict": {"w": torch.full((1,), 2.0)}}, last)
+    monkeypatch.undo()
+    with pytest.raises(checkpoint.CheckpointError, match="last.ckpt is truncated or corrupt"):
+        checkpoint.load(last)
+    assert checkpoint.newest_valid([older, last]) == older
+
+
+def test_newest_valid_takes_the_most_recently_committed_intact_one(tmp_path):
+    paths = [str(tmp_path / f"{name}.ckpt") for name in ("a", "b", "c")]
+    for i, path in enumerate(paths):
+        checkpoint.save({"state_dict": {"i": torch.tensor(i)}}, path)
+        os.utime(checkpoint.marker_url(path), (100 + i, 100 + i))
+    assert checkpoint.newest_valid(paths) == paths[2]
+    assert checkpoint.newest_valid(list(reversed(paths))) == paths[2]  # by commit time, not by position
+    Path(paths[2]).write_bytes(Path(paths[2]).read_bytes()[:-10])
+    assert checkpoint.newest_valid(paths) == paths[1]
+    assert checkpoint.newest_valid([str(tmp_path / "missing.ckpt")]) is None
+
+
+def test_sweep_removes_only_the_temp_files_of_crashed_saves(tmp_path):
+    checkpoint.save({"state_dict": {}}, str(tmp_path / "keep.ckpt"))
+    orphans = [f".keep.ckpt.{'a' * 32}.surge-tmp", f".keep.ckpt.sha256.{'b' * 32}.surge-tmp"]
+    for name in [*orphans, ".hidden", "notes.tmp"]:
+        (tmp_path / name).write_bytes(b"x")
+    removed = checkpoint.sweep(str(tmp_path))
+    assert sorted(Path(p).name for p in removed) == sorted(orphans)
+    assert sorted(os.listdir(tmp_path)) == [".hidden", "keep.ckpt", "keep.ckpt.sha256", "notes.tmp"]
+    assert checkpoint.sweep(str(tmp_path / "does-not-exist")) == []
+
+
+def test_remove_deletes_the_marker_first(tmp_path, monkeypatch):
+    path = str(tmp_path / "x.ckpt")
+    checkpoint.save({"state_dict": {}}, path)
+    fs = fsspec.filesystem("file")
+    removed: list[str] = []
+    real_rm = type(fs).rm_file
+    monkeypatch.setattr(type(fs), "rm_file", lambda self, p: (removed.append(os.path.basename(p)), real_rm(self, p)))
+    checkpoint.remove(path)
+    checkpoint.remove(path)  # already gone: nothing to do
+    assert removed[:2] == ["x.ckpt.sha256", "x.ckpt"]
+    assert os.listdir(tmp_path) == []
+
+
+def test_object_store_round_trip_writes_data_before_marker(monkeypatch):
+    """A non-local fsspec filesystem (memory://, as s3:// or gs:// would be) gets no temp files: the data
+    object first, the marker object last."""
+    fs = fsspec.filesystem("memory")
+    writes: list[str] = []
+    real_pipe = type(fs).pipe_file
+
+    def pipe_file(self, path, value, *args, **kwargs):
+        writes.append(path.rsplit("/", 1)[-1])
+        return real_pipe(self, path, value, *args, **kwargs)
+
+    monkeypatch.setattr(type(fs), "pipe_file", pipe_file)
+    url = "memory://bucket/run/model.ckpt"
+    checkpoint.save({"state_dict": {"w": torch.arange(3)}}, url)
+    assert writes == ["model.ckpt", "model.ckpt.sha256"]
+    assert checkpoint.load(url)["state_dict"]["w"].tolist() == [0, 1, 2]
+    assert checkpoint.newest_valid([url]) == url
+    fs.pipe_file("/bucket/run/model.ckpt", fs.cat_file("/bucket/run/model.ckpt")[:-1])
+    with pytest.raises(checkpoint.CheckpointError, match="memory://bucket/run/model.ckpt is truncated"):
+        checkpoint.load(url)
+    checkpoint.remove(url)
+    assert not fs.exists("/bucket/run/model.ckpt.sha256")
+
+
+def test_snapshot_is_independent_of_the_live_tensors():
+    weight = torch.ones(3)
+    snap = checkpoint.snapshot({"state_dict": {"w": weight}, "steps": [torch.tensor(1)], "note": "x"})
+    weight.add_(1)
+    assert snap["state_dict"]["w"].tolist() == [1.0, 1.0, 1.0] and snap["note"] == "x"

@@ -9,7 +9,7 @@ from loguru import logger as _logger
 
 _logger.disable("surge")  # silent until a Trainer or the CLI configures logging (SURGE_LOG_LEVEL)
 
-from surge import events  # noqa: E402
+from surge import checkpoint, events  # noqa: E402
 from surge.backends import Accelerator, Precision, Strategy  # noqa: E402
 from surge.errors import ConfigError, PluginError, SurgeError  # noqa: E402
 from surge.hooks import hookimpl  # noqa: E402
@@ -31,6 +31,7 @@ __all__ = [
     "Strategy",
     "SurgeError",
     "Trainer",
+    "checkpoint",
     "events",
     "hookimpl",
     "seed_everything",

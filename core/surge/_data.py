@@ -33,17 +33,17 @@ class CombinedLoader:
         self.loaders = loaders
         self.mode = mode
         self._keys = list(loaders) if isinstance(loaders, Mapping) else None
-        self._items = list(loaders.values()) if isinstance(loaders, Mapping) else list(loaders)
+        self.items = list(loaders.values()) if isinstance(loaders, Mapping) else list(loaders)
 
     def __len__(self) -> int:
-        lengths = [loader_len(item) for item in self._items]
+        lengths = [loader_len(item) for item in self.items]
         known = [length for length in lengths if length is not None]
         if len(known) < len(lengths):
             raise TypeError("a combined loader has no length when one of its loaders has none")
         return max(known) if self.mode == "max_size_cycle" else min(known)
 
     def __iter__(self) -> Iterator[Any]:
-        iterators = [iter(item) for item in self._items]
+        iterators = [iter(item) for item in self.items]
         exhausted = [False] * len(iterators)
         while True:
             batches = []
@@ -54,7 +54,7 @@ class CombinedLoader:
                     exhausted[i] = True
                     if self.mode == "min_size" or all(exhausted):
                         return
-                    iterators[i] = iter(self._items[i])
+                    iterators[i] = iter(self.items[i])
                     batches.append(next(iterators[i]))
             if self.mode == "max_size_cycle" and all(exhausted):
                 return
@@ -102,7 +102,7 @@ def num_batches(length: int | None, limit: int | float | None, what: str) -> flo
     return batches
 
 
-_LOADER_ARGS = tuple(
+LOADER_ARGS = tuple(
     name for name in inspect.signature(DataLoader.__init__).parameters if name not in ("self", "dataset")
 )
 
@@ -111,7 +111,7 @@ def with_sampler(loader: DataLoader, sampler: Sampler[Any]) -> DataLoader:
     """A copy of ``loader`` drawing from ``sampler`` (shuffle off, same batch size, workers, collate...)."""
     if not isinstance(loader, DataLoader):
         raise SurgeError(f"cannot replace the sampler of a {type(loader).__name__}; use a torch DataLoader")
-    kwargs = {name: getattr(loader, name) for name in _LOADER_ARGS if hasattr(loader, name)}
+    kwargs = {name: getattr(loader, name) for name in LOADER_ARGS if hasattr(loader, name)}
     kwargs.pop("shuffle", None)
     kwargs.pop("batch_sampler", None)
     kwargs["sampler"] = sampler

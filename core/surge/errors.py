@@ -13,6 +13,7 @@ __all__ = [
     "PluginOrderError",
     "ProviderError",
     "LabError",
+    "CheckpointError",
 ]
 
 
@@ -53,3 +54,9 @@ class ProviderError(PluginError, ValueError):
 class LabError(SurgeError):
     """The environment does not match the lab profile (the message is the diff and the fixes), or the
     profile cannot be read."""
+
+
+class CheckpointError(SurgeError):
+    """A checkpoint cannot be used: missing, empty, truncated, corrupt (its content hash does not match),
+    never committed (no commit marker), or holding pickled code that the caller did not trust. The message
+    names the file."""

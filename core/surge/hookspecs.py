@@ -153,7 +153,7 @@ def after_zero_grad(event: ev.AfterZeroGrad) -> None:
 def train_batch_end(event: ev.TrainBatchEnd) -> None:
     """After the training step (and the optimizer step, when this batch completes an accumulation window); ``event.outputs`` is what ``training_step`` returned.
 
-    May change: A handler may call ``trainer.request_stop(reason)``.
+    May change: A handler may call ``trainer.request_stop(reason)``, ``trainer.save_checkpoint(path)`` (a fit resumed from it continues exactly after this batch) or ``trainer.request_checkpoint(save, reason)``.
     """
 
 
@@ -161,7 +161,7 @@ def train_batch_end(event: ev.TrainBatchEnd) -> None:
 def train_epoch_end(event: ev.TrainEpochEnd) -> None:
     """After the last training batch of the epoch and any validation run at the epoch's end; epoch-level metrics are in ``trainer.callback_metrics``.
 
-    May change: A handler may call ``trainer.request_stop(reason)``.
+    May change: A handler may call ``trainer.request_stop(reason)`` or ``trainer.save_checkpoint(path)`` (a fit resumed from it goes on with the next epoch).
     """
 
 
@@ -217,7 +217,7 @@ def validation_epoch_end(event: ev.ValidationEpochEnd) -> None:
 def validation_end(event: ev.ValidationEnd) -> None:
     """After a validation run, before the model returns to train mode.
 
-    May change: Nothing.
+    May change: A handler may call ``trainer.save_checkpoint(path)``; during ``fit``, a fit resumed from it continues after this validation.
     """
 
 

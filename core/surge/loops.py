@@ -15,6 +15,7 @@ import torch
 
 from surge import events as ev
 from surge._data import loader_len
+from surge._resume import epoch_start_states
 from surge.errors import SurgeError
 from surge.state import Interrupted
 
@@ -46,6 +47,8 @@ def _limit(loader: Any, limit: int | float, what: str) -> float:
 
 def fit(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
+    if trainer._resume_point is None:  # nothing restored: the first epoch begins from its first batch
+        state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
     if bus.fit_start:
         bus.fit_start(ev.FitStart(trainer))
     if trainer.val_dataloaders and any(trainer.num_sanity_val_batches):
@@ -65,8 +68,18 @@ def fit(trainer: Trainer) -> None:
             reload_every = trainer.config.reload_dataloaders_every_n_epochs
             if reload_every and state.current_epoch > 0 and state.current_epoch % reload_every == 0:
                 trainer.reload_dataloaders()
-            train_epoch(trainer)
+            resume = trainer._resume_point  # set when fit(ckpt_path=...) restored a checkpoint
+            if resume is not None and resume.epoch_loop_done:  # saved in train_epoch_end: only its end remains
+                trainer._resume_point = None
+                resume.begin_epoch(trainer)
+                if trainer.module.automatic_optimization:
+                    _step_schedulers(trainer, "epoch")
+            else:
+                train_epoch(trainer)
             state.current_epoch += 1
+            state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
+            if trainer._checkpoint_requests:
+                trainer._serve_checkpoint_requests()
     finally:
         for handle in manual_hooks:
             handle.remove()
@@ -92,6 +105,14 @@ def _min_reached(trainer: Trainer) -> bool:
     return state.current_epoch >= loop.min_epochs and state.global_step >= loop.min_steps
 
 
+def _stop_after_batch(trainer: Trainer) -> bool:
+    """The checks after each batch (inlined in the batch loop for speed)."""
+    state, loop = trainer.state, trainer._loop
+    return (loop.max_steps != -1 and state.global_step >= loop.max_steps) or (
+        state.should_stop and _min_reached(trainer)
+    )
+
+
 def _raise_if_interrupted(trainer: Trainer) -> None:
     """The step boundary: after Ctrl-C, no further event but ``keyboard_interrupt`` and ``teardown``."""
     if trainer.state.interrupted:
@@ -99,6 +120,7 @@ def _raise_if_interrupted(trainer: Trainer) -> None:
 
 
 def train_epoch(trainer: Trainer) -> None:
+    """One epoch of training, continuing from a restored checkpoint's position when there is one."""
     bus, state, loop, metrics = trainer._bus, trainer.state, trainer._loop, trainer._metrics
     module, strategy, precision = trainer.module, trainer.strategy, trainer.precision_plugin
     epoch = state.current_epoch
@@ -110,53 +132,78 @@ def train_epoch(trainer: Trainer) -> None:
     automatic = module.automatic_optimization
     training_step = module.training_step
 
+    resume = trainer._resume_point
+    if resume is not None and not resume.mid_epoch:
+        trainer._resume_point = None
+        resume.begin_epoch(trainer)  # saved between epochs: the RNG states as they were then
+        resume = None
     if bus.train_epoch_start:
         bus.train_epoch_start(ev.TrainEpochStart(trainer, epoch))
     module.train()
     metrics.context = "train"
-    iterator = iter(trainer.train_dataloader)
-    batch_idx = 0
-    pending = False  # gradients accumulated but not yet stepped
-    while batch_idx < n:
-        try:
-            batch = next(iterator)
-        except StopIteration:
-            break
-        state.batch_idx = batch_idx
-        batch = precision.convert_input(strategy.batch_to_device(batch))
-        metrics.new_batch(batch)
-        if bus.train_batch_start:
-            bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
+    end = n
+    if resume is None:
+        state.epoch_rng = epoch_start_states(trainer.train_dataloader)  # once per epoch, for checkpoints
+        iterator = iter(trainer.train_dataloader)
+        batch_idx = 0
+        pending = False  # gradients accumulated but not yet stepped
+    else:
+        trainer._resume_point = None
+        iterator = resume.continue_epoch(trainer)
+        batch_idx, pending = resume.epoch_batches, bool(resume.grads)
+        # what followed the last batch done before the save: its validation (unless it ran), the stop checks
+        due = val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0
+        if batch_idx and due and not resume.validated:
+            _validate_during_fit(trainer)
+        if _stop_after_batch(trainer):
+            end = batch_idx
+    try:
+        while batch_idx < end:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            state.batch_idx = batch_idx
+            batch = precision.convert_input(strategy.batch_to_device(batch))
+            metrics.new_batch(batch)
+            if bus.train_batch_start:
+                bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
+                if state.should_stop and _min_reached(trainer):
+                    break
+            if automatic:
+                with precision.autocast(strategy.root_device):
+                    outputs = training_step(batch, batch_idx)
+                loss = _loss_of(outputs)
+                if loss is not None:
+                    if accumulate > 1:
+                        loss = loss / accumulate
+                    trainer._backward(loss)
+                    pending = True
+                    if (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n:
+                        optimization_step(trainer)
+                        pending = False
+            else:
+                outputs = training_step(batch, batch_idx)
+            metrics.end_step(write=trainer.should_log)
+            state.total_batches += 1  # counted before train_batch_end: a checkpoint saved there includes this batch
+            if bus.train_batch_end:
+                bus.train_batch_end(ev.TrainBatchEnd(trainer, outputs, batch, batch_idx))
+            batch_idx += 1
+            if val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0:
+                _validate_during_fit(trainer)
+            if state.interrupted or trainer._checkpoint_requests:  # the step boundary: Ctrl-C, requested checkpoints
+                _step_boundary(trainer)
+            if loop.max_steps != -1 and state.global_step >= loop.max_steps:
+                break
             if state.should_stop and _min_reached(trainer):
                 break
-        if automatic:
-            with precision.autocast(strategy.root_device):
-                outputs = training_step(batch, batch_idx)
-            loss = _loss_of(outputs)
-            if loss is not None:
-                if accumulate > 1:
-                    loss = loss / accumulate
-                trainer._backward(loss)
-                pending = True
-                if (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n:
-                    optimization_step(trainer)
-                    pending = False
-        else:
-            outputs = training_step(batch, batch_idx)
-        metrics.end_step(write=trainer.should_log)
-        if bus.train_batch_end:
-            bus.train_batch_end(ev.TrainBatchEnd(trainer, outputs, batch, batch_idx))
-        batch_idx += 1
-        state.total_batches += 1
-        if val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0:
-            _validate_during_fit(trainer)
-        _raise_if_interrupted(trainer)
-        if loop.max_steps != -1 and state.global_step >= loop.max_steps:
-            break
-        if state.should_stop and _min_reached(trainer):
-            break
+    finally:
+        # Now, not at some later garbage collection (which can stall for seconds): an exception leaving the
+        # epoch shuts the loader's worker processes down on its way out.
+        del iterator
     if pending:
         optimization_step(trainer)  # the last, partial accumulation window of a loader without length
+    state.epoch_loop_done = True
     if val_epoch and not val_every and batch_idx:
         _validate_during_fit(trainer)  # loaders without length validate at the end of the epoch
     metrics.context = "train"
@@ -192,7 +239,15 @@ def _val_check_batches(trainer: Trainer) -> int | None:
     return max(1, int(n * interval))
 
 
+def _step_boundary(trainer: Trainer) -> None:
+    """After a batch and its validation: serve requested checkpoints, then stop if Ctrl-C was pressed."""
+    if trainer._checkpoint_requests:
+        trainer._serve_checkpoint_requests()
+    _raise_if_interrupted(trainer)
+
+
 def _validate_during_fit(trainer: Trainer) -> None:
+    trainer.state.validated_at = trainer.state.total_batches  # a checkpoint saved during it resumes after it
     evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
     trainer.module.train()
     trainer._metrics.context = "train"

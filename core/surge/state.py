@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 Status = Literal["initializing", "running", "finished", "interrupted", "failed"]
 
@@ -19,7 +19,15 @@ class TrainerState:
     batch_idx: int = 0
     """Index of the current training batch within its epoch."""
     total_batches: int = 0
-    """Training batches seen across all epochs."""
+    """Training batches done across all epochs (counted before the batch's ``train_batch_end``)."""
+    epoch_start_batches: int = 0
+    """``total_batches`` when the current epoch began: the batches done in it are the difference."""
+    validated_at: int = -1
+    """``total_batches`` when validation during ``fit`` last ran, so a resume knows whether it still has to."""
+    epoch_loop_done: bool = False
+    """The current epoch's batches are done; only its end (``train_epoch_end``, epoch schedulers) remains."""
+    epoch_rng: dict[str, Any] | None = field(default=None, repr=False)
+    """The RNG states the train loader drew this epoch's order from (taken once per epoch, for checkpoints)."""
     sanity_checking: bool = False
     should_stop: bool = False
     stop_reason: str | None = None

@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,12 +16,14 @@ import torch
 from loguru import logger
 
 from surge import _data
+from surge import checkpoint as _checkpoint
 from surge import events as ev
 from surge._activation import activate, parse_requests, resolve_providers
 from surge._bus import Bus, Subscriber, Tier
 from surge._logging import configure_logging
 from surge._metrics import MetricStore
 from surge._module_hooks import ModuleHooks
+from surge._resume import ResumePoint
 from surge._storage import RunDirectory
 from surge.config import TrainerConfig, build_config
 from surge.errors import ConfigError, SurgeError
@@ -129,7 +131,7 @@ class Trainer:
         self._trace = settings.trace_plugins
         self._known_names = set(self.catalog.records) | {"module"}
         self._bus = Bus(self._plugin_subscribers, self._known_names, self._trace)  # checks order constraints now
-        _check_state_keys(self._plugin_subscribers)
+        _checkpoint._check_state_keys(self._plugin_subscribers)
 
         self.state = TrainerState()
         self._metrics = MetricStore(move_to_cpu=self.config.move_metrics_to_cpu)
@@ -147,6 +149,8 @@ class Trainer:
         self.num_sanity_val_batches: list[float] = []
         self._run_dir: RunDirectory | None = None
         self._sigint_count = 0
+        self._resume_point: ResumePoint | None = None  # set by restore_checkpoint in fit, consumed by the loops
+        self._checkpoint_requests: list[tuple[Callable[[Trainer], object], str]] = []
         if self._bus.init_start:
             self._bus.init_start(ev.InitStart(self))
         if self._bus.init_end:
@@ -257,6 +261,18 @@ class Trainer:
         self.state.should_stop = True
         self.state.stop_reason = reason
 
+    def request_checkpoint(self, save: Callable[[Trainer], object], reason: str) -> None:
+        """Have ``save(trainer)`` called at the next step boundary of training, where a checkpoint resumes
+        exactly: after the running batch's ``train_batch_end`` and the validation that follows it, or
+        between epochs.
+
+        It only records the request, so it is safe from a signal handler (SIGTERM) or another thread;
+        ``save`` runs on the training thread, typically ``trainer.save_checkpoint(path)`` followed by
+        ``trainer.request_stop(reason)`` or by raising. Requests are served in order, each once; those
+        still pending when the run ends are dropped with a warning.
+        """
+        self._checkpoint_requests.append((save, reason))
+
     # -- entry points ---------------------------------------------------------------------------------
     def fit(
         self,
@@ -265,10 +281,18 @@ class Trainer:
         val_dataloaders: Any = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
+        trusted: bool = False,
     ) -> None:
         """Train ``model``. Data comes from ``datamodule``, from the loaders passed here, or from the
-        module's own ``train_dataloader()``/``val_dataloader()``."""
-        self._run("fit", model, datamodule, {"train": train_dataloaders, "val": val_dataloaders}, ckpt_path)
+        module's own ``train_dataloader()``/``val_dataloader()``.
+
+        ``ckpt_path`` (a path, an fsspec URL, or ``"last"``/``"best"`` as the active checkpoint plugin
+        resolves them) continues the run saved there exactly, mid-epoch included; ``"last"`` with no
+        checkpoint yet starts from scratch. ``trusted=True`` lets a checkpoint that holds pickled code
+        load: only for files you trust.
+        """
+        loaders = {"train": train_dataloaders, "val": val_dataloaders}
+        self._run("fit", model, datamodule, loaders, ckpt_path, trusted)
 
     def validate(
         self,
@@ -276,9 +300,11 @@ class Trainer:
         dataloaders: Any = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
+        trusted: bool = False,
     ) -> list[dict[str, float]]:
-        """Run one validation pass; returns one dict of epoch metrics per dataloader."""
-        return self._run("validate", model, datamodule, {"val": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
+        """Run one validation pass; returns one dict of epoch metrics per dataloader. ``ckpt_path`` (a path,
+        a URL, ``"best"``/``"last"``) loads weights first; ``trusted`` as in :meth:`fit`."""
+        return self._run("validate", model, datamodule, {"val": dataloaders}, ckpt_path, trusted)  # type: ignore[no-any-return]
 
     def test(
         self,
@@ -286,9 +312,11 @@ class Trainer:
         dataloaders: Any = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
+        trusted: bool = False,
     ) -> list[dict[str, float]]:
-        """Run one test pass; returns one dict of epoch metrics per dataloader."""
-        return self._run("test", model, datamodule, {"test": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
+        """Run one test pass; returns one dict of epoch metrics per dataloader. ``ckpt_path`` and ``trusted``
+        as in :meth:`validate`."""
+        return self._run("test", model, datamodule, {"test": dataloaders}, ckpt_path, trusted)  # type: ignore[no-any-return]
 
     def predict(
         self,
@@ -296,9 +324,11 @@ class Trainer:
         dataloaders: Any = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
+        trusted: bool = False,
     ) -> list[Any]:
-        """Run ``predict_step`` over the data; returns the predictions (a list per loader when several)."""
-        return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path)  # type: ignore[no-any-return]
+        """Run ``predict_step`` over the data; returns the predictions (a list per loader when several).
+        ``ckpt_path`` and ``trusted`` as in :meth:`validate`."""
+        return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path, trusted)  # type: ignore[no-any-return]
 
     # -- the run bracket: setup, exception policy, interrupt, teardown ------------------------------
     def _run(
@@ -308,6 +338,7 @@ class Trainer:
         datamodule: DataModule | None,
         loaders: dict[str, Any],
         ckpt_path: str | None,
+        trusted: bool = False,
     ) -> Any:
         model = self._check_inputs(stage, model, datamodule, loaders)
         self.module, self.datamodule = model, datamodule
@@ -320,6 +351,7 @@ class Trainer:
         state = self.state
         state.stage, state.status = stage, "running"
         state.should_stop, state.stop_reason, state.interrupted = False, None, False
+        self._resume_point, self._checkpoint_requests = None, []
         self._metrics.reset()
         self._apply_reproducibility()
         result: Any = None
@@ -327,8 +359,9 @@ class Trainer:
         with self._sigint_handler():
             try:
                 self._setup(stage, loaders)
-                if ckpt_path is not None:
-                    self.restore_checkpoint(ckpt_path)
+                url = _checkpoint._resolve(self, ckpt_path, stage) if ckpt_path is not None else None
+                if url is not None:
+                    self.restore_checkpoint(url, trusted=trusted)
                 from surge import loops
 
                 result = loops.run_stage(self, stage)
@@ -347,6 +380,7 @@ class Trainer:
                 raise
             finally:
                 self._teardown(stage, failure)
+                self._drop_checkpoint_requests()
         return result
 
     def _check_inputs(
@@ -562,118 +596,38 @@ class Trainer:
         ]
 
     def dump_checkpoint(self, weights_only: bool = False) -> dict[str, Any]:
-        """Everything needed to resume, as plain tensors and containers (``weights_only`` loadable)."""
-        state = self.state
-        checkpoint: dict[str, Any] = {
-            "surge_checkpoint_version": 1,
-            "epoch": state.current_epoch,
-            "global_step": state.global_step,
-            "state_dict": self.module.state_dict(),
-            "hparams": dict(self.module.hparams),
-            "plugin_set": self.plugin_set(),
-        }
-        if not weights_only:
-            checkpoint["loops"] = {
-                "current_epoch": state.current_epoch,
-                "global_step": state.global_step,
-                "total_batches": state.total_batches,
-            }
-            checkpoint["optimizer_states"] = [opt.state_dict() for opt in self.optimizers]
-            checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in self.lr_scheduler_configs]
-            checkpoint["precision"] = self.precision_plugin.state_dict()
-            checkpoint["plugins"] = {
-                _state_key(s): s.obj.state_dict()  # type: ignore[attr-defined]
-                for s in self._plugin_subscribers
-                if _stateful(s.obj)
-            }
-            if self.datamodule is not None:
-                checkpoint["datamodule"] = self.datamodule.state_dict()
-        if self._bus.before_checkpoint_save:
-            self._bus.before_checkpoint_save(ev.BeforeCheckpointSave(self, checkpoint))
-        return checkpoint
+        """Everything needed to resume exactly, as plain tensors and containers (``weights_only`` loadable);
+        fires ``before_checkpoint_save``. Callable from any handler: mid-epoch it records the position."""
+        return _checkpoint._dump(self, weights_only)
 
-    def save_checkpoint(self, path: str, weights_only: bool = False) -> None:
-        """Write a checkpoint to ``path`` (local path or fsspec URL) crash-safely; global-zero only."""
+    def save_checkpoint(self, path: str, weights_only: bool = False) -> str:
+        """Write a checkpoint to ``path`` (local path or fsspec URL) with :func:`surge.checkpoint.save`,
+        crash-safely, on global rank zero; returns ``path``. Callable from a handler mid-epoch (for example
+        in ``train_batch_end``): ``fit(ckpt_path=path)`` then continues exactly from there."""
         checkpoint = self.dump_checkpoint(weights_only)
         if self.is_global_zero:
-            from surge._storage import atomic_save
-
-            atomic_save(checkpoint, path)
+            _checkpoint.save(checkpoint, path)
         self.strategy.barrier("save_checkpoint")
         if self._bus.after_checkpoint_save:
             self._bus.after_checkpoint_save(ev.AfterCheckpointSave(self, checkpoint))
+        return path
 
-    def restore_checkpoint(self, path: str) -> None:
-        """Load ``path`` (``weights_only=True``) and restore weights, optimizers, progress and plugin states."""
-        from surge._storage import load_checkpoint
+    def restore_checkpoint(self, path: str, *, trusted: bool = False) -> None:
+        """Load ``path`` with :func:`surge.checkpoint.load` and restore weights; in ``fit`` also optimizers,
+        schedulers, loop and data position, RNG and plugin states."""
+        _checkpoint._restore(self, _checkpoint.load(path, trusted=trusted), path)
 
-        checkpoint = load_checkpoint(path)
-        _warn_plugin_set_diff(path, checkpoint.get("plugin_set", []), self.plugin_set())
-        bus = self._bus
-        if bus.before_checkpoint_load:
-            bus.before_checkpoint_load(ev.BeforeCheckpointLoad(self, checkpoint))
-        self.module.load_state_dict(checkpoint["state_dict"])
-        loops = checkpoint.get("loops")
-        if loops and self.state.stage == "fit":
-            self.state.current_epoch = loops["current_epoch"]
-            self.state.global_step = loops["global_step"]
-            self.state.total_batches = loops.get("total_batches", 0)
-            optimizer_states = checkpoint.get("optimizer_states", [])
-            scheduler_states = checkpoint.get("lr_schedulers", [])
-            if len(optimizer_states) != len(self.optimizers) or len(scheduler_states) != len(self.lr_scheduler_configs):
-                raise SurgeError(
-                    f"checkpoint {path} holds {len(optimizer_states)} optimizer and {len(scheduler_states)} scheduler "
-                    f"states, but configure_optimizers returned {len(self.optimizers)} and "
-                    f"{len(self.lr_scheduler_configs)}; resume with the configuration that wrote it"
-                )
-            for opt, opt_state in zip(self.optimizers, optimizer_states, strict=True):
-                opt.load_state_dict(opt_state)
-            for config, sched_state in zip(self.lr_scheduler_configs, scheduler_states, strict=True):
-                config.scheduler.load_state_dict(sched_state)
-            self.precision_plugin.load_state_dict(checkpoint.get("precision", {}))
-            plugin_states = checkpoint.get("plugins", {})
-            for sub in self._plugin_subscribers:
-                if _stateful(sub.obj) and _state_key(sub) in plugin_states:
-                    sub.obj.load_state_dict(plugin_states[_state_key(sub)])  # type: ignore[attr-defined]
-            if self.datamodule is not None and "datamodule" in checkpoint:
-                self.datamodule.load_state_dict(checkpoint["datamodule"])
-        if bus.after_checkpoint_load:
-            bus.after_checkpoint_load(ev.AfterCheckpointLoad(self, checkpoint))
+    def _serve_checkpoint_requests(self) -> None:
+        requests, self._checkpoint_requests = self._checkpoint_requests, []
+        for save, reason in requests:
+            logger.info("saving the requested checkpoint ({})", reason)
+            save(self)
 
-
-def _warn_plugin_set_diff(path: str, saved: list[dict[str, Any]], current: list[dict[str, Any]]) -> None:
-    def key(entry: dict[str, Any]) -> tuple[str, str]:
-        return entry["name"], f"{entry.get('distribution') or '-'} {entry.get('version') or '-'}"
-
-    before, now = dict(map(key, saved)), dict(map(key, current))
-    lines = [f"  - {n} ({before[n]}): in the checkpoint, not active now" for n in sorted(set(before) - set(now))]
-    lines += [f"  + {n} ({now[n]}): active now, not in the checkpoint" for n in sorted(set(now) - set(before))]
-    lines += [f"  ~ {n}: {before[n]} -> {now[n]}" for n in sorted(set(before) & set(now)) if before[n] != now[n]]
-    if lines:
-        logger.warning("resuming from {} with a different plugin set:\n{}", path, "\n".join(lines))
-
-
-def _stateful(obj: object) -> bool:
-    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
-
-
-def _state_key(sub: Subscriber) -> str:
-    key = getattr(sub.obj, "state_key", None)
-    return key if isinstance(key, str) and key else sub.name
-
-
-def _check_state_keys(subscribers: list[Subscriber]) -> None:
-    seen: dict[str, Subscriber] = {}
-    for sub in subscribers:
-        if not _stateful(sub.obj) or sub.tier is Tier.PROVIDER:
-            continue
-        key = _state_key(sub)
-        if key in seen:
-            raise SurgeError(
-                f"{seen[key].describe()} and {sub.describe()} share the state key '{key}'; give each instance "
-                "a distinct `state_key` so their checkpointed states do not overwrite each other"
-            )
-        seen[key] = sub
+    def _drop_checkpoint_requests(self) -> None:
+        if self._checkpoint_requests:
+            reasons = "; ".join(reason for _, reason in self._checkpoint_requests)
+            logger.warning("checkpoint request(s) not served, the run ended first: {}", reasons)
+        self._checkpoint_requests = []
 
 
 def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:

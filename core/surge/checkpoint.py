@@ -1,0 +1,516 @@
+"""Checkpoints: what one holds, how it is written and read back, and how ``ckpt_path`` is resolved.
+
+On-disk format
+--------------
+A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
+
+* ``URL``: the checkpoint dict as written by ``torch.save``. It holds only tensors and plain containers
+  (dict, list, tuple, str, int, float, bool, None), so ``torch.load(URL, weights_only=True)`` reads it with
+  no allow-list.
+* ``URL.sha256``: the commit marker, one line in ``sha256sum`` format (``<hex digest>  <file name>``), so
+  ``sha256sum -c NAME.ckpt.sha256`` checks it from a shell. It is written last: a checkpoint is complete
+  exactly when its marker exists and the data file's SHA-256 matches it. Everything else (no marker, an
+  empty, truncated or bit-flipped data file) is refused by :func:`load` with a :class:`CheckpointError`
+  naming the file.
+
+Writes (:func:`save`): on a local disk, the data and the marker each go to a temp file in the destination
+directory (``.NAME.<hex>.surge-tmp``) and are fsynced; then the data is renamed over ``NAME``, the marker
+over ``NAME.sha256``, and the directory is fsynced. A crash leaves at worst temp files, which
+:func:`sweep` removes. On other filesystems (object stores) the data is uploaded first and the marker
+last; an upload cut short never replaces the object, and data without a matching marker is not a
+checkpoint. Overwriting an existing checkpoint in place leaves, for the instant between the two renames
+(uploads), a data file whose marker does not match it: a crash exactly there makes that name invalid, and
+:func:`newest_valid` then falls back to the newest older one. To replace a checkpoint with no such
+window, save under a new name and :func:`remove` the old one afterwards.
+
+Reads (:func:`load`) always use ``torch.load(weights_only=True)``. A file that needs code unpickled is
+refused with what it needs, unless the caller passes ``trusted=True``.
+
+Contents (``surge_checkpoint_version`` 2): ``state_dict``, ``hparams``, ``epoch``, ``global_step``,
+``plugin_set``; unless saved with ``weights_only``: ``loops`` (the loop's position), ``optimizer_states``,
+``lr_schedulers``, ``precision``, ``plugins`` (each stateful plugin's state under its state key),
+``datamodule``, ``rng`` (python, numpy, torch, cuda and the train loader's generators), ``data`` (the RNG
+states the train loader drew this epoch's order from, and the loader's own ``state_dict`` when it has one)
+and, inside an open gradient-accumulation window, ``accumulated_grads``. Plugins add their own entries in
+``before_checkpoint_save``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import posixpath
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, cast
+
+import fsspec
+import torch
+from fsspec.implementations.local import LocalFileSystem
+from loguru import logger
+
+from surge import _resume
+from surge import events as ev
+from surge._bus import Subscriber, Tier
+from surge.errors import CheckpointError, SurgeError
+
+if TYPE_CHECKING:
+    from surge.trainer import Trainer
+
+__all__ = [
+    "ALIASES",
+    "FORMAT_VERSION",
+    "MARKER_SUFFIX",
+    "CheckpointError",
+    "is_valid",
+    "load",
+    "marker_url",
+    "newest_valid",
+    "remove",
+    "save",
+    "snapshot",
+    "sweep",
+    "verify",
+]
+
+FORMAT_VERSION = 2
+MARKER_SUFFIX = ".sha256"
+ALIASES = ("last", "best")
+"""``ckpt_path`` values that active plugins resolve (see :func:`_resolve`)."""
+
+_TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.surge-tmp$")
+_CHUNK = 1 << 20
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+def marker_url(url: str) -> str:
+    """The commit marker of the checkpoint at ``url``."""
+    return url + MARKER_SUFFIX
+
+
+def save(checkpoint: Mapping[str, Any], url: str) -> str:
+    """Write ``checkpoint`` to ``url`` crash-safely with its commit marker (see the module docstring).
+
+    Returns ``url``. The marker is written only after the data is complete, so an interrupted save never
+    leaves something :func:`load` accepts.
+    """
+    fs, path = fsspec.core.url_to_fs(url)
+    name = posixpath.basename(path)
+    if isinstance(fs, LocalFileSystem):
+        _save_local(checkpoint, path, name)
+    else:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)  # serialized before any upload: a pickling error touches nothing
+        data = buffer.getvalue()
+        parent = posixpath.dirname(path)
+        if parent:
+            fs.makedirs(parent, exist_ok=True)
+        fs.pipe_file(path, data)
+        fs.pipe_file(path + MARKER_SUFFIX, _marker_line(hashlib.sha256(data).hexdigest(), name))
+    return url
+
+
+def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    temps: list[str] = []
+    try:
+        data_tmp = _temp_path(directory, name)
+        temps.append(data_tmp)
+        with open(data_tmp, "xb") as f:
+            writer = _HashingWriter(f)
+            torch.save(checkpoint, cast(IO[bytes], writer))
+            f.flush()
+            os.fsync(f.fileno())
+        marker_tmp = _temp_path(directory, name + MARKER_SUFFIX)
+        temps.append(marker_tmp)
+        with open(marker_tmp, "xb") as f:
+            f.write(_marker_line(writer.hexdigest(), name))
+            f.flush()
+            os.fsync(f.fileno())
+        # Both files are durable under temp names; the two renames are the only window (see the docstring).
+        os.replace(data_tmp, path)
+        temps.remove(data_tmp)
+        os.replace(marker_tmp, path + MARKER_SUFFIX)
+        temps.remove(marker_tmp)
+        _fsync_directory(directory)
+    finally:
+        for tmp in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+class _HashingWriter:
+    """A file-like sink for ``torch.save`` that hashes what it writes."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+        self._hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self._hash.update(data)
+        return self._file.write(data)  # type: ignore[no-any-return]
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _temp_path(directory: str, name: str) -> str:
+    return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.surge-tmp")
+
+
+def _marker_line(digest: str, name: str) -> bytes:
+    return f"{digest}  {name}\n".encode()
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove(url: str) -> None:
+    """Delete the checkpoint at ``url``: its marker first (from then on it is invalid), then its data.
+    Missing files are ignored."""
+    fs, path = fsspec.core.url_to_fs(url)
+    for target in (path + MARKER_SUFFIX, path):
+        try:
+            fs.rm_file(target)
+        except FileNotFoundError:
+            pass
+
+
+def sweep(directory_url: str) -> list[str]:
+    """Remove the temp files that crashed saves left in ``directory_url``; returns what was removed.
+
+    Call it when no save into that directory is in flight (at the start of a run): a save in progress
+    writes exactly such a temp file.
+    """
+    fs, path = fsspec.core.url_to_fs(directory_url)
+    try:
+        entries = fs.ls(path, detail=False)
+    except FileNotFoundError:
+        return []
+    removed = []
+    for entry in entries:
+        if _TEMP.match(posixpath.basename(entry.rstrip("/"))):
+            try:
+                fs.rm_file(entry)
+            except FileNotFoundError:
+                continue
+            removed.append(entry if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(entry))
+    if removed:
+        logger.info("removed {} temp file(s) of interrupted checkpoint saves in {}", len(removed), directory_url)
+    return removed
+
+
+def snapshot(obj: Any) -> Any:
+    """A copy of ``obj`` (a checkpoint dict) whose tensors are detached CPU clones.
+
+    Training may go on and change the model while a background thread saves the snapshot.
+    """
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, OrderedDict):
+        return OrderedDict((key, snapshot(value)) for key, value in obj.items())
+    if isinstance(obj, Mapping):
+        return {key: snapshot(value) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [snapshot(item) for item in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(snapshot(item) for item in obj)
+    return obj
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
+    """Read the checkpoint at ``url`` after checking its commit marker and content hash.
+
+    Always ``torch.load(weights_only=True)`` (tensors land on the CPU). A checkpoint that needs code
+    unpickled is refused unless ``trusted=True``; pass that only for files you trust, since loading them
+    runs the code they hold. Raises :class:`CheckpointError` naming the file when it is missing, empty,
+    uncommitted, truncated or corrupt.
+    """
+    fs, path = fsspec.core.url_to_fs(url)
+    try:
+        data = fs.cat_file(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {url} does not exist") from None
+    if not data:
+        raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
+    expected = _read_marker(fs, path, url)
+    _check_hash(hashlib.sha256(data).hexdigest(), expected, url)
+    checkpoint = _deserialize(data, url, trusted)
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"checkpoint {url} holds a {type(checkpoint).__name__}, not a checkpoint dict")
+    return checkpoint
+
+
+def verify(url: str) -> None:
+    """Check that the checkpoint at ``url`` is complete and intact (marker present, content hash matches)
+    without loading it; raises :class:`CheckpointError` naming the file otherwise."""
+    fs, path = fsspec.core.url_to_fs(url)
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with fs.open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {url} does not exist") from None
+    if not size:
+        raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
+    _check_hash(digest.hexdigest(), _read_marker(fs, path, url), url)
+
+
+def is_valid(url: str) -> bool:
+    """Whether :func:`verify` accepts ``url``."""
+    try:
+        verify(url)
+    except CheckpointError:
+        return False
+    return True
+
+
+def newest_valid(urls: Iterable[str]) -> str | None:
+    """The most recently committed of ``urls`` that is complete and intact, or ``None``.
+
+    "Most recent" is by the commit marker's modification time; equal times (coarse clocks of object
+    stores) go to the later position in ``urls``. Each newer candidate that is skipped is logged with the
+    reason, so a caller falling back from ``last`` says why.
+    """
+    candidates: list[tuple[float, int, str]] = []
+    for position, url in enumerate(urls):
+        fs, path = fsspec.core.url_to_fs(url)
+        try:
+            committed = fs.modified(path + MARKER_SUFFIX).timestamp()
+        except FileNotFoundError:
+            committed = float("-inf")  # not committed: verify() says why when it is reached
+        except (NotImplementedError, OSError):
+            committed = 0.0
+        candidates.append((committed, position, url))
+    for _, _, url in sorted(candidates, reverse=True):
+        try:
+            verify(url)
+        except CheckpointError as exc:
+            logger.warning("skipping checkpoint {}: {}", url, exc)
+            continue
+        return url
+    return None
+
+
+def _read_marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> str:
+    try:
+        line = fs.cat_file(path + MARKER_SUFFIX).decode("ascii", "replace")
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"checkpoint {url} has no commit marker {marker_url(url)}: its save did not finish (a crash or "
+            "kill during the write), or it was not written by surge.checkpoint.save. A file you wrote yourself "
+            "with torch.save can be committed with surge.checkpoint.save(torch.load(path), path)"
+        ) from None
+    digest = line[:64]
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise CheckpointError(f"checkpoint {url}: its commit marker {marker_url(url)} holds no SHA-256 digest")
+    return digest
+
+
+def _check_hash(actual: str, expected: str, url: str) -> None:
+    if actual != expected:
+        raise CheckpointError(
+            f"checkpoint {url} is truncated or corrupt: its SHA-256 is {actual[:16]}..., but {marker_url(url)} "
+            f"recorded {expected[:16]}... when it was saved (a partial copy, an overwrite cut short, bit rot, "
+            "or a modified file). Use another checkpoint"
+        )
+
+
+def _deserialize(data: bytes, url: str, trusted: bool) -> Any:
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        try:
+            needed = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
+        except Exception:
+            needed = []
+        if not needed:
+            raise CheckpointError(f"checkpoint {url} cannot be read: {_first_line(exc)}") from exc
+        if not trusted:
+            raise CheckpointError(
+                f"checkpoint {url} holds pickled code ({', '.join(needed)}); unpickling it would run that code, "
+                "so Surge refuses it (checkpoints are read with torch.load(weights_only=True)). If you trust the "
+                "file, pass trusted=True (trainer.fit/validate/test/predict(..., trusted=True) or "
+                "surge.checkpoint.load(url, trusted=True)); never do that for a file from an untrusted source"
+            ) from None
+        logger.warning("loading {} with code unpickling ({}), as trusted=True allows", url, ", ".join(needed))
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {url} cannot be read: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# -- what a Trainer writes and restores --------------------------------------------------------------
+
+
+def _dump(trainer: Trainer, weights_only: bool) -> dict[str, Any]:
+    """``Trainer.dump_checkpoint``: everything needed to resume, as plain tensors and containers."""
+    state, module = trainer.state, trainer.module
+    checkpoint: dict[str, Any] = {
+        "surge_checkpoint_version": FORMAT_VERSION,
+        "epoch": state.current_epoch,
+        "global_step": state.global_step,
+        "state_dict": module.state_dict(),
+        "hparams": dict(module.hparams),
+        "plugin_set": trainer.plugin_set(),
+    }
+    if not weights_only:
+        checkpoint["loops"] = _resume.loop_position(trainer)
+        checkpoint["optimizer_states"] = [opt.state_dict() for opt in trainer.optimizers]
+        checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
+        checkpoint["precision"] = trainer.precision_plugin.state_dict()
+        checkpoint["plugins"] = {
+            _state_key(s): s.obj.state_dict()  # type: ignore[attr-defined]
+            for s in trainer._plugin_subscribers
+            if _stateful(s.obj)
+        }
+        if trainer.datamodule is not None:
+            checkpoint["datamodule"] = trainer.datamodule.state_dict()
+        pending = trainer._resume_point  # restored, not yet reached by the loop: still the run's position
+        if pending is not None:
+            checkpoint["rng"] = pending.rng if pending.rng is not None else _resume.rng_states(trainer.train_dataloader)
+            checkpoint["data"] = pending.data()
+            grads = pending.grads
+        else:
+            checkpoint["rng"] = _resume.rng_states(trainer.train_dataloader)
+            checkpoint["data"] = _resume.data_position(trainer)
+            grads = _resume.accumulated_grads(module)
+        if grads:
+            checkpoint["accumulated_grads"] = grads
+    if trainer._bus.before_checkpoint_save:
+        trainer._bus.before_checkpoint_save(ev.BeforeCheckpointSave(trainer, checkpoint))
+    return checkpoint
+
+
+def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
+    """``Trainer.restore_checkpoint`` after the file is read: weights always; in ``fit`` also optimizers,
+    schedulers, precision, plugin and datamodule states and the loop's position (the loops continue
+    from it)."""
+    _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
+    if "state_dict" not in checkpoint:
+        raise CheckpointError(f"checkpoint {url} is not a Surge checkpoint (it has no 'state_dict' entry)")
+    bus = trainer._bus
+    if bus.before_checkpoint_load:
+        bus.before_checkpoint_load(ev.BeforeCheckpointLoad(trainer, checkpoint))
+    trainer.module.load_state_dict(checkpoint["state_dict"])
+    loops = checkpoint.get("loops")
+    if loops and trainer.state.stage == "fit":
+        optimizer_states = checkpoint.get("optimizer_states", [])
+        scheduler_states = checkpoint.get("lr_schedulers", [])
+        if len(optimizer_states) != len(trainer.optimizers) or len(scheduler_states) != len(
+            trainer.lr_scheduler_configs
+        ):
+            raise SurgeError(
+                f"checkpoint {url} holds {len(optimizer_states)} optimizer and {len(scheduler_states)} scheduler "
+                f"states, but configure_optimizers returned {len(trainer.optimizers)} and "
+                f"{len(trainer.lr_scheduler_configs)}; resume with the configuration that wrote it"
+            )
+        for opt, opt_state in zip(trainer.optimizers, optimizer_states, strict=True):
+            opt.load_state_dict(opt_state)
+            # It stepped before the save; without this torch warns when a scheduler steps before it does again.
+            opt._opt_called = checkpoint.get("global_step", 0) > 0  # type: ignore[attr-defined]
+        for config, sched_state in zip(trainer.lr_scheduler_configs, scheduler_states, strict=True):
+            config.scheduler.load_state_dict(sched_state)
+        trainer.precision_plugin.load_state_dict(checkpoint.get("precision", {}))
+        plugin_states = checkpoint.get("plugins", {})
+        for sub in trainer._plugin_subscribers:
+            if _stateful(sub.obj) and _state_key(sub) in plugin_states:
+                sub.obj.load_state_dict(plugin_states[_state_key(sub)])  # type: ignore[attr-defined]
+        if trainer.datamodule is not None and "datamodule" in checkpoint:
+            trainer.datamodule.load_state_dict(checkpoint["datamodule"])
+        trainer._resume_point = _resume.restore_position(trainer, checkpoint, url)
+    if bus.after_checkpoint_load:
+        bus.after_checkpoint_load(ev.AfterCheckpointLoad(trainer, checkpoint))
+
+
+def _resolve(trainer: Trainer, ckpt_path: str, stage: str) -> str | None:
+    """The checkpoint URL ``ckpt_path`` names. An alias (``"last"``, ``"best"``) is answered by the first
+    active plugin, in bus order, whose ``surge_checkpoint_path(alias)`` returns a path. ``None``: ``fit``
+    was asked for ``"last"`` and there is none yet, so training starts from scratch."""
+    if ckpt_path not in ALIASES:
+        return ckpt_path
+    subscribers = sorted(trainer._plugin_subscribers, key=lambda s: s.tier)  # stable: bus order within a tier
+    resolvers = [s for s in subscribers if callable(getattr(s.obj, "surge_checkpoint_path", None))]
+    if not resolvers:
+        raise SurgeError(
+            f"ckpt_path={ckpt_path!r}: no active plugin resolves {ckpt_path!r} (a plugin does so with a "
+            "surge_checkpoint_path(alias) method). Enable the checkpoint plugin (enable_checkpointing=True, "
+            "plugins=['checkpoint']) with the run's checkpoint directory, or pass the checkpoint's path"
+        )
+    for sub in resolvers:
+        answer = sub.obj.surge_checkpoint_path(ckpt_path)  # type: ignore[attr-defined]
+        if answer is not None:
+            logger.info("ckpt_path={!r} resolved to {} by {}", ckpt_path, answer, sub.describe())
+            return str(answer)
+    asked = ", ".join(s.name for s in resolvers)
+    if ckpt_path == "last" and stage == "fit":
+        logger.warning("ckpt_path='last': there is no checkpoint yet (asked: {}); training starts from scratch", asked)
+        return None
+    raise SurgeError(
+        f"ckpt_path={ckpt_path!r}: no checkpoint to use (asked: {asked}; none has a {ckpt_path!r} checkpoint). "
+        f"Train first, or pass the checkpoint's path"
+    )
+
+
+# -- plugin states -------------------------------------------------------------------------------------
+
+
+def _stateful(obj: object) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
+def _state_key(sub: Subscriber) -> str:
+    key = getattr(sub.obj, "state_key", None)
+    return key if isinstance(key, str) and key else sub.name
+
+
+def _check_state_keys(subscribers: Sequence[Subscriber]) -> None:
+    """Two stateful participants with one state key would overwrite each other's checkpointed state."""
+    seen: dict[str, Subscriber] = {}
+    for sub in subscribers:
+        if not _stateful(sub.obj) or sub.tier is Tier.PROVIDER:
+            continue
+        key = _state_key(sub)
+        if key in seen:
+            raise SurgeError(
+                f"{seen[key].describe()} and {sub.describe()} share the state key '{key}'; give each instance "
+                "a distinct `state_key` so their checkpointed states do not overwrite each other"
+            )
+        seen[key] = sub
+
+
+def _warn_plugin_set_diff(url: str, saved: list[dict[str, Any]], current: list[dict[str, Any]]) -> None:
+    def key(entry: dict[str, Any]) -> tuple[str, str]:
+        return entry["name"], f"{entry.get('distribution') or '-'} {entry.get('version') or '-'}"
+
+    before, now = dict(map(key, saved)), dict(map(key, current))
+    lines = [f"  - {n} ({before[n]}): in the checkpoint, not active now" for n in sorted(set(before) - set(now))]
+    lines += [f"  + {n} ({now[n]}): active now, not in the checkpoint" for n in sorted(set(now) - set(before))]
+    lines += [f"  ~ {n}: {before[n]} -> {now[n]}" for n in sorted(set(before) & set(now)) if before[n] != now[n]]
+    if lines:
+        logger.warning("resuming from {} with a different plugin set:\n{}", url, "\n".join(lines))

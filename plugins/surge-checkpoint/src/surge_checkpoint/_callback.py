@@ -1,0 +1,678 @@
+"""``ModelCheckpoint``: when to save, what to name it, which files to keep, and where ``"last"``/``"best"`` are.
+
+The files themselves are written and read by ``surge.checkpoint`` (crash-safe writes, content hashes,
+object-store commit markers); this module decides.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import signal
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
+
+import surge
+from loguru import logger
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from surge import checkpoint as store
+
+from surge_checkpoint import _files
+from surge_checkpoint._preemption import DEFAULT_SIGNALS, Preempted, PreemptionWatch, resolve_signal
+from surge_checkpoint._writer import AsyncWriter, WriteError, snapshot
+
+if TYPE_CHECKING:
+    from surge import events as ev
+
+__all__ = ["CheckpointConfig", "ModelCheckpoint"]
+
+PLUGIN_NAME = "checkpoint"
+
+
+class CheckpointConfig(BaseModel):
+    """The settings of :class:`ModelCheckpoint`, also its section of a run config
+    (``Trainer(plugins={"checkpoint": {...}})``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dirpath: str | None = None
+    """Directory (local path or fsspec URL). Default: ``<trainer.run_dir>/checkpoints``."""
+    filename: str | None = None
+    """Template with metric fields, e.g. ``"{epoch}-{step}-{val_loss:.3f}"``. Default ``"{epoch}-{step}"``."""
+    monitor: str | None = None
+    """Logged metric that ranks checkpoints; ``None`` keeps the newest."""
+    mode: Literal["min", "max"] = "min"
+    save_top_k: int = Field(1, ge=-1)
+    """How many to keep: ``-1`` all, ``0`` none (with ``save_last``: only ``last.ckpt``)."""
+    save_last: bool = False
+    """Also write ``last.ckpt`` at every save point."""
+    save_weights_only: bool = False
+    auto_insert_metric_name: bool = True
+    every_n_train_steps: int | None = Field(None, ge=0)
+    train_time_interval: datetime.timedelta | None = None
+    every_n_epochs: int | None = Field(None, ge=0)
+    save_on_train_epoch_end: bool | None = None
+    """Save at the end of the training epoch instead of after validation. Default: when no validation runs
+    once per epoch."""
+    async_save: bool = False
+    """Hand a CPU snapshot to a background writer and keep training."""
+    preemption_signals: list[str | int] = Field(default_factory=lambda: list[str | int](DEFAULT_SIGNALS))
+    """Signals that save a checkpoint at the next step boundary and stop the run (``Preempted``)."""
+    verbose: bool = False
+
+    @field_validator("dirpath", mode="before")
+    @classmethod
+    def _path(cls, value: object) -> object:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("preemption_signals")
+    @classmethod
+    def _signals(cls, value: list[str | int]) -> list[str | int]:
+        return [resolve_signal(v).name for v in value]
+
+    @field_validator("train_time_interval")
+    @classmethod
+    def _interval(cls, value: datetime.timedelta | None) -> datetime.timedelta | None:
+        if value is not None and value.total_seconds() <= 0:
+            raise ValueError("must be a positive duration")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CheckpointConfig:
+        if self.monitor is None and self.save_top_k not in (-1, 0, 1):
+            raise ValueError(
+                f"save_top_k={self.save_top_k} needs a monitor to rank checkpoints by; pass monitor='val_loss' "
+                "(or the metric you log), or save_top_k=-1 to keep every checkpoint"
+            )
+        triggers = {
+            "every_n_train_steps": bool(self.every_n_train_steps),
+            "every_n_epochs": bool(self.every_n_epochs),
+            "train_time_interval": self.train_time_interval is not None,
+        }
+        if sum(triggers.values()) > 1:
+            raise ValueError(
+                f"{[k for k, v in triggers.items() if v]} are all set; choose one of every_n_train_steps, "
+                "every_n_epochs and train_time_interval (use two ModelCheckpoint instances for two schedules)"
+            )
+        return self
+
+
+class ModelCheckpoint:
+    """Saves checkpoints during ``fit``: on a schedule, keeping the best ``save_top_k`` by ``monitor``.
+
+    The ``checkpoint`` plugin builds one from its settings in every run (switch it off with
+    ``Trainer(enable_checkpointing=False)``); pass instances in ``Trainer(plugins=[ModelCheckpoint(...)])``
+    for other schedules, and the default one stands aside. Arguments are those of :class:`CheckpointConfig`.
+
+    * **When**: after validation (or at the end of the training epoch when no validation runs) every
+      ``every_n_epochs``, or every ``every_n_train_steps`` optimizer steps, or when ``train_time_interval``
+      has passed. Mid-epoch saves happen only on an optimizer-step boundary, never inside a gradient
+      accumulation window, so a resume is exact.
+    * **What is kept**: without ``monitor``, the newest (``save_top_k=1``) or all (``-1``); with it, the
+      ``save_top_k`` best. A file leaves the top k only after the file replacing it has been committed.
+    * **Preemption**: SIGTERM/SIGUSR1 (``preemption_signals``) save ``last.ckpt`` at the next step boundary
+      and raise :class:`Preempted`; ``fit(ckpt_path="last")`` continues.
+    * **Resume**: ``surge_checkpoint_path("last" | "best")`` answers the Trainer's ``ckpt_path`` aliases.
+    """
+
+    FILE_EXTENSION = _files.EXTENSION
+    CHECKPOINT_NAME_LAST = _files.LAST
+
+    def __init__(
+        self,
+        dirpath: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+        monitor: str | None = None,
+        verbose: bool = False,
+        save_last: bool = False,
+        save_top_k: int = 1,
+        save_weights_only: bool = False,
+        mode: Literal["min", "max"] = "min",
+        auto_insert_metric_name: bool = True,
+        every_n_train_steps: int | None = None,
+        train_time_interval: datetime.timedelta | None = None,
+        every_n_epochs: int | None = None,
+        save_on_train_epoch_end: bool | None = None,
+        async_save: bool = False,
+        preemption_signals: Sequence[str | int] = DEFAULT_SIGNALS,
+    ) -> None:
+        settings = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        settings["preemption_signals"] = list(preemption_signals)
+        config = _validate(settings)
+        self.dirpath: str | None = _normalize_dir(config.dirpath) if config.dirpath else None
+        self._dirpath_given = config.dirpath is not None
+        self.filename = config.filename
+        self.monitor = config.monitor
+        self.mode = config.mode
+        self.save_top_k = config.save_top_k
+        self.save_last = config.save_last
+        self.save_weights_only = config.save_weights_only
+        self.auto_insert_metric_name = config.auto_insert_metric_name
+        self.verbose = config.verbose
+        self.async_save = config.async_save
+        self.every_n_train_steps = config.every_n_train_steps or 0
+        self.train_time_interval = config.train_time_interval
+        scheduled = self.every_n_train_steps or self.train_time_interval is not None
+        self.every_n_epochs = config.every_n_epochs if config.every_n_epochs is not None else (0 if scheduled else 1)
+        self.save_on_train_epoch_end = config.save_on_train_epoch_end
+        self.preemption_signals = [resolve_signal(s) for s in config.preemption_signals]
+
+        # Checkpointed state (state_dict): what is on disk and how good it is.
+        worst = math.inf if self.mode == "min" else -math.inf
+        self.best_k_models: dict[str, float] = {}
+        self.kth_best_model_path = ""
+        self.kth_value: float = worst
+        self.best_model_path = ""
+        self.best_model_score: float | None = None
+        self.current_score: float | None = None
+        self.last_model_path = ""
+        self._last_global_step_saved = 0  # no save before the first optimizer step
+        self._removing: list[str] = []  # evicted by the newest save: removed once it is committed
+
+        # Per run.
+        self._plugin_key: str | None = None  # set by the `checkpoint` plugin's factory
+        self._configured = True  # False for the plugin's unconfigured default: it stands aside for instances
+        self._active = True
+        self._trainer: weakref.ReferenceType[surge.Trainer] | None = None
+        self._writer = AsyncWriter()
+        self._watch: PreemptionWatch | None = None
+        self._failed = False
+        self._per_step = False  # whether train_batch_end has anything to decide (set at setup)
+        self._last_time = time.monotonic()
+
+    # -- identity ---------------------------------------------------------------------------------------
+    @property
+    def state_key(self) -> str:
+        """Where this instance's state lives in a checkpoint (``checkpoint["plugins"][state_key]``): the
+        plugin's name for the default one, else derived from the settings that make instances differ."""
+        if self._plugin_key is not None:
+            return self._plugin_key
+        key: dict[str, Any] = {
+            "monitor": self.monitor,
+            "mode": self.mode,
+            "every_n_train_steps": self.every_n_train_steps,
+            "every_n_epochs": self.every_n_epochs,
+            "train_time_interval": self.train_time_interval,
+        }
+        if self._dirpath_given:
+            key["dirpath"] = self.dirpath
+        if self.filename is not None:
+            key["filename"] = self.filename
+        return f"{type(self).__qualname__}{key!r}"
+
+    @property
+    def surge_name(self) -> str:
+        """The bus name of an instance passed in ``plugins=[...]`` (distinct settings give distinct names)."""
+        return self.state_key
+
+    def __repr__(self) -> str:
+        return self.state_key
+
+    # -- events -----------------------------------------------------------------------------------------
+    @surge.hookimpl
+    def init_start(self, event: ev.InitStart) -> None:
+        self._trainer = weakref.ref(event.trainer)
+        _RUNS.setdefault(event.trainer, []).append(self)
+
+    @surge.hookimpl
+    def setup(self, event: ev.Setup) -> None:
+        trainer = event.trainer
+        self._per_step = False
+        self._active = not self._stands_aside(trainer)
+        if not self._active:
+            logger.info("the default checkpoint plugin stands aside: ModelCheckpoint instances were passed in plugins=")
+            return
+        if not self._dirpath_given:
+            self.dirpath = _files.join(trainer.run_dir, "checkpoints") if trainer.run_dir else None
+        if event.stage != "fit":
+            return
+        if trainer.is_global_zero and self.dirpath:
+            store.sweep(self.dirpath)  # temp files of a save that a crash cut short
+        if self.preemption_signals and self._leads_preemption(trainer):
+            # One process: the handler asks the Trainer for a checkpoint at its next step boundary. Several:
+            # the ranks agree on the step first (train_batch_end), so that they all save at the same one.
+            request = partial(self._request_preemption_save, trainer) if trainer.world_size == 1 else None
+            self._watch = PreemptionWatch(self.preemption_signals, request)
+            if not self._watch.install():
+                logger.debug("preemption signals are not handled: fit() runs outside the main thread")
+                self._watch = None
+        # Per step there is only something to decide for a step schedule, or for ranks agreeing on preemption.
+        agree = self._watch is not None and trainer.world_size > 1
+        self._per_step = bool(self.every_n_train_steps or self.train_time_interval is not None or agree)
+
+    @surge.hookimpl
+    def train_start(self, event: ev.TrainStart) -> None:
+        self._last_time = time.monotonic()
+
+    @surge.hookimpl
+    def train_batch_end(self, event: ev.TrainBatchEnd) -> None:
+        if self._writer.pending:
+            self._writer.check()  # a failed background save raises here, at the next step
+        if not self._per_step:
+            return
+        trainer = event.trainer
+        if self._watch is not None and trainer.world_size > 1:
+            self._agree_on_preemption(trainer)
+        if self._skip(trainer):
+            return
+        step = trainer.global_step
+        due = bool(self.every_n_train_steps) and step % self.every_n_train_steps == 0
+        if not due and self.train_time_interval is not None:
+            due = time.monotonic() - self._last_time >= self.train_time_interval.total_seconds()
+            if trainer.world_size > 1:
+                due = bool(trainer.strategy.broadcast(due))  # rank zero's clock decides for all
+            if due:
+                self._last_time = time.monotonic()
+        if due:
+            self._save(trainer)
+
+    @surge.hookimpl
+    def train_epoch_end(self, event: ev.TrainEpochEnd) -> None:
+        trainer = event.trainer
+        if self._active and self._on_train_epoch_end(trainer) and not self._skip(trainer):
+            self._save(trainer, topk=self._epoch_due(trainer))
+
+    @surge.hookimpl
+    def validation_end(self, event: ev.ValidationEnd) -> None:
+        trainer = event.trainer
+        if self._active and not self._on_train_epoch_end(trainer) and not self._skip(trainer):
+            self._save(trainer, topk=self._epoch_due(trainer))
+
+    @surge.hookimpl
+    def exception(self, event: ev.ExceptionEvent) -> None:
+        self._failed = True
+        try:
+            self._writer.wait()  # the save in flight still completes: it may be the one to resume from
+        except WriteError as exc:
+            logger.error("{}", exc)
+
+    @surge.hookimpl
+    def teardown(self, event: ev.Teardown) -> None:
+        failed, self._failed = self._failed, False
+        watch, self._watch = self._watch, None
+        try:
+            if watch is not None:
+                watch.restore()
+                if watch.received is not None and event.trainer.state.status == "finished":
+                    logger.warning("received {} after the last step; the run had finished", watch.received.name)
+            self._writer.wait()
+        except WriteError:
+            if not failed:
+                raise
+
+    # -- state ------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "monitor": self.monitor,
+            "mode": self.mode,
+            "dirpath": self.dirpath,
+            "best_model_path": self.best_model_path,
+            "best_model_score": self.best_model_score,
+            "current_score": self.current_score,
+            "best_k_models": dict(self.best_k_models),
+            "kth_best_model_path": self.kth_best_model_path,
+            "kth_value": self.kth_value,
+            "last_model_path": self.last_model_path,
+            "last_global_step_saved": self._last_global_step_saved,
+            "removing": list(self._removing),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved_dir = state.get("dirpath")
+        if saved_dir == self.dirpath or self.dirpath is None:
+            self.best_k_models = {str(k): float(v) for k, v in dict(state.get("best_k_models", {})).items()}
+            self.kth_best_model_path = state.get("kth_best_model_path", "")
+            self.kth_value = float(state.get("kth_value", self.kth_value))
+            self.best_model_score = state.get("best_model_score")
+            self.current_score = state.get("current_score")
+            self.last_model_path = state.get("last_model_path", "")
+            self._last_global_step_saved = int(state.get("last_global_step_saved", 0))
+            self._finish_removals(state.get("removing", []))
+        else:
+            log = logger.warning if self._dirpath_given else logger.info
+            log(
+                "{}: the checkpoint was written to {}, this run writes to {}; its top-k and last checkpoints "
+                "are not carried over, only best_model_path",
+                self.state_key,
+                saved_dir,
+                self.dirpath,
+            )
+        self.best_model_path = state.get("best_model_path", "")
+
+    # -- the Trainer's ckpt_path aliases -----------------------------------------------------------------
+    def surge_checkpoint_path(self, alias: str) -> str | None:
+        """``"last"``: the newest checkpoint that loads, in ``dirpath`` (with the default ``dirpath``: in
+        every run directory beside this one) or known from this run; when a newer one is corrupt it says
+        so and falls back. ``"best"``: the best by ``monitor`` of this run, or of the run that wrote the
+        newest checkpoint. ``None``: nothing to offer."""
+        trainer = self._trainer() if self._trainer else None
+        if trainer is not None and self._stands_aside(trainer):
+            return None
+        if alias == "last":
+            return self._find_last(trainer)
+        if alias == "best":
+            if self.best_model_path:
+                return self.best_model_path
+            last = self._find_last(trainer)
+            if last is None:
+                return None
+            state = store.load(last).get("plugins", {}).get(self.state_key, {})
+            return state.get("best_model_path") or None
+        return None
+
+    def _find_last(self, trainer: surge.Trainer | None) -> str | None:
+        candidates: dict[str, tuple[float, bool]] = {}
+        for directory in self._search_dirs(trainer):
+            candidates.update(_files.list_checkpoints(directory))
+        for known in (self.last_model_path, self.best_model_path, *self.best_k_models):
+            if known and known not in candidates and (found := _files.age(known)) is not None:
+                candidates[known] = found
+        # Newest first; at equal times (object stores count seconds) an uncommitted file counts as the newer.
+        order = sorted(candidates, key=lambda u: (candidates[u][0], not candidates[u][1], u), reverse=True)
+        skipped: list[str] = []
+        for url in order:
+            if not candidates[url][1]:
+                skipped.append(f"{url}: no commit marker {url}{store.MARKER_SUFFIX}, its save did not finish")
+                continue
+            try:
+                store.verify(url)  # content hash against the marker, without unpickling
+            except surge.SurgeError as exc:
+                skipped.append(f"{url}: {exc}")
+                continue
+            if skipped:
+                logger.warning(
+                    "ckpt_path='last': the newest checkpoint cannot be used, so the run resumes from {}, the newest "
+                    "valid one. Skipped:\n{}",
+                    url,
+                    "\n".join(f"  {line}" for line in skipped),
+                )
+            return url
+        if skipped and all(not committed for _, committed in candidates.values()):
+            # Only saves that never finished (the first one was cut short): there is nothing to resume from.
+            logger.warning("ckpt_path='last': no committed checkpoint, only unfinished saves:\n{}", "\n".join(skipped))
+            return None
+        if skipped:
+            raise surge.SurgeError(
+                f"ckpt_path='last': no checkpoint in {self._search_dirs(trainer)} can be loaded:\n"
+                + "\n".join(f"  {line}" for line in skipped)
+            )
+        return None
+
+    def _search_dirs(self, trainer: surge.Trainer | None) -> list[str]:
+        if self._dirpath_given:
+            return [self.dirpath] if self.dirpath else []
+        if trainer is None:
+            return [self.dirpath] if self.dirpath else []
+        runs = (
+            _files.parent(trainer.run_dir) if trainer.run_dir else _files.join(trainer.default_root_dir, "surge_runs")
+        )
+        dirs = _files.run_checkpoint_dirs(runs)
+        return dirs + ([self.dirpath] if self.dirpath and self.dirpath not in dirs else [])
+
+    # -- deciding ---------------------------------------------------------------------------------------
+    def _stands_aside(self, trainer: surge.Trainer) -> bool:
+        if self._plugin_key is None or self._configured:
+            return False
+        return any(other._plugin_key is None for other in _RUNS.get(trainer, ()))
+
+    def _leads_preemption(self, trainer: surge.Trainer) -> bool:
+        """One instance per run handles the signals: the first active one that has any."""
+        for other in _RUNS.get(trainer, ()):
+            if other.preemption_signals and not other._stands_aside(trainer):
+                return other is self
+        return False
+
+    def _skip(self, trainer: surge.Trainer) -> bool:
+        return (
+            bool(trainer.fast_dev_run)
+            or trainer.sanity_checking
+            or trainer.state.stage != "fit"
+            or self._last_global_step_saved == trainer.global_step
+        )
+
+    def _on_train_epoch_end(self, trainer: surge.Trainer) -> bool:
+        """Lightning's rule: after validation when it runs once per epoch, else at the training epoch end."""
+        if self.save_on_train_epoch_end is not None:
+            return self.save_on_train_epoch_end
+        if trainer.config.check_val_every_n_epoch != 1:
+            return False
+        if not sum(trainer.num_val_batches):
+            return True
+        interval = trainer.config.val_check_interval
+        return interval is None or (isinstance(interval, float) and interval == 1.0)
+
+    def _epoch_due(self, trainer: surge.Trainer) -> bool:
+        return bool(self.every_n_epochs) and (trainer.current_epoch + 1) % self.every_n_epochs == 0
+
+    def _request_preemption_save(self, trainer: surge.Trainer, sig: signal.Signals | None) -> None:
+        """Called from the signal handler: only records the request; the Trainer serves it at its next
+        step boundary (after the batch and its validation), on the training thread."""
+        name = sig.name if sig is not None else "a preemption signal on another rank"
+        trainer.request_checkpoint(partial(self._save_and_stop, signal_name=name), f"preempted by {name}")
+
+    def _agree_on_preemption(self, trainer: surge.Trainer) -> None:
+        """Several processes: stop all of them at the same step, whichever got the signal."""
+        assert self._watch is not None
+        if self._watch.requested:
+            return
+        if trainer.strategy.reduce_boolean_decision(self._watch.received is not None, all=False):
+            self._watch.requested = True
+            self._request_preemption_save(trainer, self._watch.received)
+
+    # -- saving -----------------------------------------------------------------------------------------
+    def _save(self, trainer: surge.Trainer, topk: bool = True) -> None:
+        """Save the top-k checkpoint (when ``topk`` and it ranks) and ``last.ckpt`` (with ``save_last``)."""
+        if not (topk and self.save_top_k) and not self.save_last:
+            return
+        self._writer.wait()  # the previous save commits (or fails, raising here) before this one is planned
+        metrics = _candidates(trainer)  # metric values leave the device only now, when a save is due
+        writes: list[str] = []
+        removals: list[str] = []
+        if topk and self.save_top_k:
+            self._plan_topk(trainer, metrics, writes, removals)
+        if self.save_last:
+            self.last_model_path = self._path(f"{_files.LAST}{_files.EXTENSION}")
+            writes.append(self.last_model_path)
+        if not writes:
+            return
+        self._last_global_step_saved = trainer.global_step
+        self._write(trainer, writes, removals)
+
+    def _plan_topk(
+        self, trainer: surge.Trainer, metrics: dict[str, Any], writes: list[str], removals: list[str]
+    ) -> None:
+        if self.monitor is None:
+            previous = self.best_model_path
+            path = self._new_path(trainer, metrics, keep=previous if self.save_top_k == 1 else "")
+            self.best_model_path = path
+            writes.append(path)
+            if self.save_top_k == 1 and previous and previous != path and self._owns(previous):
+                removals.append(previous)
+            return
+        if self.monitor not in metrics:
+            logged = sorted(k for k in metrics if k not in ("epoch", "step"))
+            raise surge.SurgeError(
+                f"ModelCheckpoint(monitor={self.monitor!r}) found no metric {self.monitor!r} at epoch "
+                f"{trainer.current_epoch}, step {trainer.global_step}; logged metrics: {logged or 'none'}. Log it "
+                f"with self.log({self.monitor!r}, value) before the checkpoint is saved (validation metrics exist "
+                "only after validation; see save_on_train_epoch_end)"
+            )
+        current = float(_files.as_number(metrics[self.monitor]))
+        if math.isnan(current):
+            current = math.inf if self.mode == "min" else -math.inf  # NaN ranks last
+        self.current_score = current
+        if not self._ranks(current):
+            if self.verbose:
+                logger.info(
+                    "{}: {}={:.5g} is not in the top {}", self.state_key, self.monitor, current, self.save_top_k
+                )
+            return
+        k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
+        evicted = ""
+        if len(self.best_k_models) == k:
+            evicted = self.kth_best_model_path
+            self.best_k_models.pop(evicted, None)
+        path = self._new_path(trainer, metrics, keep=evicted)
+        self.best_k_models[path] = current
+        worst, best = (max, min) if self.mode == "min" else (min, max)
+        if len(self.best_k_models) == k:
+            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.__getitem__)
+            self.kth_value = self.best_k_models[self.kth_best_model_path]
+        self.best_model_path = best(self.best_k_models, key=self.best_k_models.__getitem__)
+        self.best_model_score = self.best_k_models[self.best_model_path]
+        writes.append(path)
+        if evicted and evicted != path and self._owns(evicted):
+            removals.append(evicted)
+
+    def _ranks(self, current: float) -> bool:
+        if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
+            return True
+        return current < self.kth_value if self.mode == "min" else current > self.kth_value
+
+    def _owns(self, path: str) -> bool:
+        """Only files in this instance's own directory are ever removed (not a previous run's)."""
+        return bool(self.dirpath) and _files.parent(path) == self.dirpath
+
+    def _path(self, name: str) -> str:
+        return _files.join(self.dirpath, name) if self.dirpath else name
+
+    def _new_path(self, trainer: surge.Trainer, metrics: Mapping[str, Any], keep: str) -> str:
+        """The formatted file name, with ``-vN`` added while the name is taken (other than by ``keep``,
+        the file it replaces)."""
+        name = _files.format_name(self.filename or _files.DEFAULT_FILENAME, metrics, self.auto_insert_metric_name)
+        taken = set(self.best_k_models) | {self.last_model_path}
+        path, version = self._path(name + _files.EXTENSION), 1
+        while path != keep and (path in taken or (trainer.is_global_zero and _files.exists(path))):
+            path, version = self._path(f"{name}-v{version}{_files.EXTENSION}"), version + 1
+        return path
+
+    def _write(
+        self, trainer: surge.Trainer, writes: list[str], removals: list[str], *, preempted: bool = False
+    ) -> None:
+        """Write one checkpoint to every path of ``writes`` (the same step), then remove ``removals``."""
+        self._removing = removals  # in the checkpoint's state: a resume finishes them if a crash did not
+        writes, guards = self._guard(trainer, writes)
+        removals = [*removals, *guards]
+        if self.verbose:
+            logger.info("{}: saving {} at step {}", self.state_key, writes, trainer.global_step)
+        weights_only = self.save_weights_only and not preempted  # the preemption checkpoint resumes the run
+        if not self.async_save or preempted:
+            for path in writes:
+                trainer.save_checkpoint(path, weights_only=weights_only)
+            if trainer.is_global_zero:
+                _remove(removals)
+            return
+        checkpoint = trainer.dump_checkpoint(weights_only=weights_only)  # every rank: dumping may be collective
+        if trainer.is_global_zero:
+            self._writer.submit(partial(_write_files, snapshot(checkpoint), writes, removals), ", ".join(writes))
+
+    def _guard(self, trainer: surge.Trainer, writes: list[str]) -> tuple[list[str], list[str]]:
+        """Order the writes so that an overwrite in place never comes first; returns them and the guard
+        files to remove once they are committed.
+
+        Overwriting a checkpoint (``last.ckpt``, a constant ``filename``) replaces its data and then its
+        commit marker; a crash between the two leaves that file invalid. So a save whose every target
+        exists first commits the same checkpoint under a fresh name (``<name>.new.ckpt``), removed once the
+        overwrites are committed: at every instant the newest step has a valid checkpoint.
+        """
+        guards: list[str] = []
+        if trainer.is_global_zero:
+            fresh = [path for path in writes if not _files.exists(path)]
+            overwrites = [path for path in writes if path not in fresh]
+            if overwrites and not fresh:
+                stem = overwrites[0].removesuffix(_files.EXTENSION)
+                version = 0
+                while True:  # a guard left by a crash may be what the run resumed from: never overwrite one
+                    guard = f"{stem}.new{f'-v{version}' if version else ''}{_files.EXTENSION}"
+                    guards.append(guard)
+                    if not _files.exists(guard):
+                        break
+                    version += 1
+                writes = [guard, *overwrites]
+            else:
+                writes = [*fresh, *overwrites]
+        if trainer.world_size > 1:  # every rank makes the same number of save_checkpoint calls
+            writes, guards = trainer.strategy.broadcast((writes, guards))
+        return writes, guards
+
+    def _save_and_stop(self, trainer: surge.Trainer, signal_name: str) -> None:
+        """Served by the Trainer at a step boundary after a preemption signal: save ``last.ckpt``, stop."""
+        self._writer.wait()
+        path = self.last_model_path = self._path(f"{_files.LAST}{_files.EXTENSION}")
+        self._last_global_step_saved = trainer.global_step
+        self._write(trainer, [path], [], preempted=True)
+        raise Preempted(
+            f"preempted by {signal_name}: saved {path} at epoch {trainer.current_epoch}, step {trainer.global_step}, "
+            "and stopped. Resume with trainer.fit(..., ckpt_path='last')",
+            signal=signal_name,
+            checkpoint=path,
+        )
+
+    def _finish_removals(self, paths: Sequence[str]) -> None:
+        trainer = self._trainer() if self._trainer else None
+        if trainer is None or not trainer.is_global_zero:
+            return
+        kept = {*self.best_k_models, self.best_model_path, self.last_model_path}
+        _remove([p for p in paths if p not in kept and self._owns(p) and _files.exists(p)])
+
+
+_RUNS: weakref.WeakKeyDictionary[surge.Trainer, list[ModelCheckpoint]] = weakref.WeakKeyDictionary()
+"""Every ModelCheckpoint of a Trainer, in bus order (the default one stands aside for instances)."""
+
+
+def _candidates(trainer: surge.Trainer) -> dict[str, Any]:
+    metrics: dict[str, Any] = dict(trainer.callback_metrics)
+    metrics.setdefault("epoch", trainer.current_epoch)
+    metrics["step"] = trainer.global_step
+    return metrics
+
+
+def _write_files(checkpoint: dict[str, Any], writes: list[str], removals: list[str]) -> None:
+    """The background writer's job: commit every file, then remove what they replace."""
+    for path in writes:
+        try:
+            store.save(checkpoint, path)
+        except Exception as exc:
+            raise WriteError(f"the asynchronous checkpoint save to {path} failed: {type(exc).__name__}: {exc}") from exc
+    _remove(removals)
+
+
+def _remove(paths: Sequence[str]) -> None:
+    for path in paths:
+        try:
+            store.remove(path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # a leftover file wastes space; it must not stop training
+            logger.warning("could not remove the old checkpoint {}: {}: {}", path, type(exc).__name__, exc)
+
+
+def _normalize_dir(dirpath: str) -> str:
+    if "://" in dirpath:
+        return dirpath.rstrip("/")
+    return os.path.abspath(os.path.expanduser(dirpath))
+
+
+def _validate(settings: dict[str, Any]) -> CheckpointConfig:
+    try:
+        return CheckpointConfig.model_validate(settings)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = ".".join(str(part) for part in error["loc"])
+            path = f"ModelCheckpoint.{loc}" if loc else "ModelCheckpoint"
+            message = error["msg"] if not loc else f"got {error.get('input')!r}: {error['msg']}"
+            problems.append((path, message))
+        raise surge.ConfigError(problems, source="ModelCheckpoint arguments") from None
+
+
+def build(**settings: Any) -> ModelCheckpoint:
+    """The ``checkpoint`` plugin's factory: one ModelCheckpoint per run, its state under ``"checkpoint"``."""
+    callback = ModelCheckpoint(**settings)
+    callback._plugin_key = PLUGIN_NAME
+    callback._configured = settings != dict(CheckpointConfig.model_validate({}))
+    return callback
