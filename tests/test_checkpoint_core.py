@@ -205,15 +205,16 @@ def test_the_marker_is_written_last(tmp_path, monkeypatch):
     assert checkpoint.newest_valid([path]) is None
 
 
-def test_an_overwrite_cut_short_leaves_an_invalid_file_and_last_falls_back(tmp_path, monkeypatch):
-    older, last = str(tmp_path / "epoch=0.ckpt"), str(tmp_path / "last.ckpt")
-    checkpoint.save({"state_dict": {"w": torch.zeros(1)}}, older)
+@pytest.mark.parametrize("crash_at", [1, 2, 3])
+def test_an_overwrite_cut_short_at_any_rename_leaves_a_valid_checkpoint(tmp_path, monkeypatch, crash_at):
+    """The renames of an overwrite: the marker accepting old and new, the data, the final marker."""
+    last = str(tmp_path / "last.ckpt")
     checkpoint.save({"state_dict": {"w": torch.ones(1)}}, last)
-    os.utime(checkpoint.marker_url(older), (1, 1))  # the older one was committed first
-    real_replace = os.replace
+    real_replace, calls = os.replace, []
 
-    def replace(src, dst):  # the crash lands between the data's rename and the marker's
-        if str(dst).endswith(checkpoint.MARKER_SUFFIX):
+    def replace(src, dst):  # the process dies just before the crash_at-th rename
+        calls.append(dst)
+        if len(calls) == crash_at:
             raise KeyboardInterrupt
         real_replace(src, dst)
 
@@ -221,6 +222,20 @@ def test_an_overwrite_cut_short_leaves_an_invalid_file_and_last_falls_back(tmp_p
     with pytest.raises(KeyboardInterrupt):
         checkpoint.save({"state_dict": {"w": torch.full((1,), 2.0)}}, last)
     monkeypatch.undo()
+    assert len(calls) == crash_at
+    value = float(checkpoint.load(last)["state_dict"]["w"])
+    assert value == (1.0 if crash_at <= 2 else 2.0)  # the old checkpoint until the new data is in place
+    checkpoint.save({"state_dict": {"w": torch.full((1,), 3.0)}}, last)  # and the next save works as usual
+    assert float(checkpoint.load(last)["state_dict"]["w"]) == 3.0
+    assert Path(checkpoint.marker_url(last)).read_text().count("\n") == 1  # the interim line is gone
+
+
+def test_a_marker_that_does_not_match_its_data_makes_last_fall_back(tmp_path):
+    older, last = str(tmp_path / "epoch=0.ckpt"), str(tmp_path / "last.ckpt")
+    checkpoint.save({"state_dict": {"w": torch.zeros(1)}}, older)
+    checkpoint.save({"state_dict": {"w": torch.ones(1)}}, last)
+    os.utime(checkpoint.marker_url(older), (1, 1))  # the older one was committed first
+    torch.save({"state_dict": {"w": torch.full((1,), 2.0)}}, last)  # replaced behind the marker's back
     with pytest.raises(checkpoint.CheckpointError, match="last.ckpt is truncated or corrupt"):
         checkpoint.load(last)
     assert checkpoint.newest_valid([older, last]) == older

@@ -49,7 +49,10 @@ if TYPE_CHECKING:
 
 def rng_states(loader: Any) -> dict[str, Any]:
     """The states of every generator a step may draw from, as plain tensors and containers."""
-    states: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    version, internal, gauss = random.getstate()
+    # one tensor instead of 625 Python ints: far cheaper to pickle at every save
+    python = {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss}
+    states: dict[str, Any] = {"python": python, "torch": torch.get_rng_state()}
     try:
         import numpy as np
     except ImportError:  # numpy is optional
@@ -70,7 +73,10 @@ def rng_states(loader: Any) -> dict[str, Any]:
 
 def set_rng_states(states: dict[str, Any], loader: Any) -> None:
     if "python" in states:
-        random.setstate(states["python"])
+        python = states["python"]
+        if isinstance(python, dict):
+            python = (python["version"], tuple(python["state"].tolist()), python["gauss"])
+        random.setstate(python)
     if "numpy" in states:
         try:
             import numpy as np

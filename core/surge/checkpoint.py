@@ -13,15 +13,15 @@ A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
   empty, truncated or bit-flipped data file) is refused by :func:`load` with a :class:`CheckpointError`
   naming the file.
 
-Writes (:func:`save`): on a local disk, the data and the marker each go to a temp file in the destination
-directory (``.NAME.<hex>.surge-tmp``) and are fsynced; then the data is renamed over ``NAME``, the marker
-over ``NAME.sha256``, and the directory is fsynced. A crash leaves at worst temp files, which
-:func:`sweep` removes. On other filesystems (object stores) the data is uploaded first and the marker
-last; an upload cut short never replaces the object, and data without a matching marker is not a
-checkpoint. Overwriting an existing checkpoint in place leaves, for the instant between the two renames
-(uploads), a data file whose marker does not match it: a crash exactly there makes that name invalid, and
-:func:`newest_valid` then falls back to the newest older one. To replace a checkpoint with no such
-window, save under a new name and :func:`remove` the old one afterwards.
+Writes (:func:`save`): on a local disk, the data goes to a temp file in the destination directory
+(``.NAME.<hex>.surge-tmp``) and is fsynced, renamed over ``NAME``, and then the marker is written the same
+way (temp file, fsync, rename, directory fsync). Overwriting a committed checkpoint first commits a marker
+that lists the new digest and the old one, so the name is valid whichever data file a crash leaves; the
+final marker lists only the new digest. A crash leaves at worst temp files, which :func:`sweep` removes.
+On other filesystems (object stores) the data is uploaded first and the marker last; an upload cut short
+never replaces the object, and data without a matching marker is not a checkpoint. Overwriting in place on
+an object store still has a window between the two uploads in which the name is invalid (``load`` refuses
+it and :func:`newest_valid` falls back); save under a new name and :func:`remove` the old one to avoid it.
 
 Reads (:func:`load`) always use ``torch.load(weights_only=True)``. A file that needs code unpickled is
 refused with what it needs, unless the caller passes ``trusted=True``.
@@ -128,22 +128,45 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
             torch.save(checkpoint, cast(IO[bytes], writer))
             f.flush()
             os.fsync(f.fileno())
-        marker_tmp = _temp_path(directory, name + MARKER_SUFFIX)
-        temps.append(marker_tmp)
-        with open(marker_tmp, "xb") as f:
-            f.write(_marker_line(writer.hexdigest(), name))
-            f.flush()
-            os.fsync(f.fileno())
-        # Both files are durable under temp names; the two renames are the only window (see the docstring).
+        new = writer.hexdigest()
+        old = [digest for digest in _committed_digests(path) if digest != new]
+        if old:
+            # Overwriting a committed checkpoint: first commit a marker that accepts the old data and the
+            # new, so that the name stays valid whichever data file a crash leaves behind.
+            lines = b"".join(_marker_line(digest, name) for digest in [new, *old])
+            _replace_durably(directory, name + MARKER_SUFFIX, lines)
         os.replace(data_tmp, path)
         temps.remove(data_tmp)
-        os.replace(marker_tmp, path + MARKER_SUFFIX)
-        temps.remove(marker_tmp)
-        _fsync_directory(directory)
+        _replace_durably(directory, name + MARKER_SUFFIX, _marker_line(new, name))
     finally:
         for tmp in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+
+
+def _committed_digests(path: str) -> list[str]:
+    """The digests the current marker of ``path`` accepts (none when there is no marker)."""
+    try:
+        with open(path + MARKER_SUFFIX, "rb") as f:
+            return _marker_digests(f.read().decode("ascii", "replace"))
+    except FileNotFoundError:
+        return []
+
+
+def _replace_durably(directory: str, name: str, content: bytes) -> None:
+    """Write ``content`` to ``directory/name`` through a fsynced temp file, an atomic rename and a
+    directory fsync (so the renames of one save reach the disk in order)."""
+    tmp = _temp_path(directory, name)
+    try:
+        with open(tmp, "xb") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(directory, name))
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    _fsync_directory(directory)
 
 
 class _HashingWriter:
@@ -313,7 +336,7 @@ def newest_valid(urls: Iterable[str]) -> str | None:
     return None
 
 
-def _read_marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> str:
+def _read_marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> list[str]:
     try:
         line = fs.cat_file(path + MARKER_SUFFIX).decode("ascii", "replace")
     except FileNotFoundError:
@@ -322,18 +345,23 @@ def _read_marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> str:
             "kill during the write), or it was not written by surge.checkpoint.save. A file you wrote yourself "
             "with torch.save can be committed with surge.checkpoint.save(torch.load(path), path)"
         ) from None
-    digest = line[:64]
-    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+    digests = _marker_digests(line)
+    if not digests:
         raise CheckpointError(f"checkpoint {url}: its commit marker {marker_url(url)} holds no SHA-256 digest")
-    return digest
+    return digests
 
 
-def _check_hash(actual: str, expected: str, url: str) -> None:
-    if actual != expected:
+def _marker_digests(text: str) -> list[str]:
+    """The digests a marker accepts: normally one; two while an overwrite is in progress (new, then old)."""
+    return [line[:64] for line in text.splitlines() if re.fullmatch(r"[0-9a-f]{64}", line[:64])]
+
+
+def _check_hash(actual: str, expected: list[str], url: str) -> None:
+    if actual not in expected:
         raise CheckpointError(
             f"checkpoint {url} is truncated or corrupt: its SHA-256 is {actual[:16]}..., but {marker_url(url)} "
-            f"recorded {expected[:16]}... when it was saved (a partial copy, an overwrite cut short, bit rot, "
-            "or a modified file). Use another checkpoint"
+            f"recorded {expected[0][:16]}... when it was saved (a partial copy, bit rot, or a modified file). "
+            "Use another checkpoint"
         )
 
 

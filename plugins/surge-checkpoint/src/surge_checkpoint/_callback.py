@@ -574,16 +574,17 @@ class ModelCheckpoint:
         """Order the writes so that an overwrite in place never comes first; returns them and the guard
         files to remove once they are committed.
 
-        Overwriting a checkpoint (``last.ckpt``, a constant ``filename``) replaces its data and then its
-        commit marker; a crash between the two leaves that file invalid. So a save whose every target
-        exists first commits the same checkpoint under a fresh name (``<name>.new.ckpt``), removed once the
-        overwrites are committed: at every instant the newest step has a valid checkpoint.
+        On a local disk ``surge.checkpoint.save`` overwrites in place crash-safely, so nothing is needed.
+        On an object store, overwriting a checkpoint (``last.ckpt``, a constant ``filename``) uploads its data
+        and then its commit marker; a crash between the two leaves that object invalid. So there a save whose
+        every target exists first commits the same checkpoint under a fresh name (``<name>.new.ckpt``),
+        removed once the overwrites are committed: at every instant the newest step has a valid checkpoint.
         """
         guards: list[str] = []
         if trainer.is_global_zero:
             fresh = [path for path in writes if not _files.exists(path)]
             overwrites = [path for path in writes if path not in fresh]
-            if overwrites and not fresh:
+            if overwrites and not fresh and not _files.is_local(overwrites[0]):
                 stem = overwrites[0].removesuffix(_files.EXTENSION)
                 version = 0
                 while True:  # a guard left by a crash may be what the run resumed from: never overwrite one

@@ -139,6 +139,11 @@ def run_checkpoint_dirs(runs: str) -> list[str]:
     return found
 
 
+def is_local(url: str) -> bool:
+    """Whether ``url`` is on a local disk, where surge.checkpoint.save overwrites in place crash-safely."""
+    return isinstance(_fs(url)[0], LocalFileSystem)
+
+
 def exists(url: str) -> bool:
     """Whether a checkpoint (its data or its marker) is at ``url``."""
     fs, path = _fs(url)
