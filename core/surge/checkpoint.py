@@ -44,7 +44,6 @@ import pickle
 import posixpath
 import re
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -239,21 +238,47 @@ def sweep(directory_url: str) -> list[str]:
 
 
 def snapshot(obj: Any) -> Any:
-    """A copy of ``obj`` (a checkpoint dict) whose tensors are detached CPU clones.
+    """A copy of a checkpoint dict that the training loop can no longer change: every tensor is copied to
+    CPU memory (storage by storage, so tensors that share memory still share it, as ``torch.save`` keeps
+    them), every container is rebuilt. Numbers and strings are immutable and kept."""
+    storages: dict[tuple[int, str], torch.UntypedStorage] = {}
 
-    Training may go on and change the model while a background thread saves the snapshot.
-    """
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, OrderedDict):
-        return OrderedDict((key, snapshot(value)) for key, value in obj.items())
-    if isinstance(obj, Mapping):
-        return {key: snapshot(value) for key, value in obj.items()}
-    if isinstance(obj, list):
-        return [snapshot(item) for item in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(snapshot(item) for item in obj)
-    return obj
+    def copy(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return _copy_tensor(value, storages)
+        if isinstance(value, dict):
+            items = [(k, copy(v)) for k, v in value.items()]
+            try:
+                out = dict(items) if type(value) is dict else type(value)(items)
+            except TypeError:  # a dict subclass with another constructor (defaultdict)
+                out = dict(items)
+            if hasattr(value, "_metadata"):  # Module.state_dict's version records, which torch.save keeps
+                out._metadata = copy(value._metadata)  # type: ignore[attr-defined]
+            return out
+        if isinstance(value, list):
+            return [copy(v) for v in value]
+        if isinstance(value, tuple):
+            items = [copy(v) for v in value]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        return value
+
+    return copy(obj)
+
+
+def _copy_tensor(tensor: torch.Tensor, storages: dict[tuple[int, str], torch.UntypedStorage]) -> torch.Tensor:
+    tensor = tensor.detach()
+    if tensor.layout is not torch.strided or tensor.is_quantized or type(tensor) is not torch.Tensor:
+        return tensor.to("cpu", copy=True)  # rare kinds: a plain copy, without storage sharing
+    storage = tensor.untyped_storage()
+    key = (storage.data_ptr(), str(tensor.device))
+    copied = storages.get(key)
+    if copied is None:
+        # One copy per storage; from an accelerator this is the device-to-host copy of the snapshot.
+        copied = storage.clone() if tensor.device.type == "cpu" else storage.cpu()
+        storages[key] = copied
+    out = torch.empty(0, dtype=tensor.dtype, device="cpu")
+    out.set_(copied, tensor.storage_offset(), tensor.size(), tensor.stride())
+    return out
 
 
 # -- reading ---------------------------------------------------------------------------------------

@@ -12,10 +12,11 @@ Written against Surge's public API only (``surge``, ``surge.events``, ``surge.ho
 from __future__ import annotations
 
 import surge
+from surge.checkpoint import snapshot
 
 from surge_checkpoint._callback import CheckpointConfig, ModelCheckpoint, build
 from surge_checkpoint._preemption import DEFAULT_SIGNALS, Preempted
-from surge_checkpoint._writer import WriteError, snapshot
+from surge_checkpoint._writer import WriteError
 
 __all__ = ["DEFAULT_SIGNALS", "CheckpointConfig", "ModelCheckpoint", "Preempted", "WriteError", "plugin", "snapshot"]
 

@@ -20,10 +20,11 @@ import surge
 from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from surge import checkpoint as store
+from surge.checkpoint import snapshot
 
 from surge_checkpoint import _files
 from surge_checkpoint._preemption import DEFAULT_SIGNALS, Preempted, PreemptionWatch, resolve_signal
-from surge_checkpoint._writer import AsyncWriter, WriteError, snapshot
+from surge_checkpoint._writer import AsyncWriter, WriteError
 
 if TYPE_CHECKING:
     from surge import events as ev

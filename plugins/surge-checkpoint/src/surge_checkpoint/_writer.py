@@ -7,55 +7,8 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import surge
-import torch
-
-
-def snapshot(obj: Any) -> Any:
-    """A copy of a checkpoint dict that the training loop can no longer change: every tensor is copied to
-    CPU memory (storage by storage, so tensors that share memory still share it, as ``torch.save`` keeps
-    them), every container is rebuilt. Numbers and strings are immutable and kept."""
-    storages: dict[tuple[int, str], torch.UntypedStorage] = {}
-
-    def copy(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return _copy_tensor(value, storages)
-        if isinstance(value, dict):
-            items = [(k, copy(v)) for k, v in value.items()]
-            try:
-                out = dict(items) if type(value) is dict else type(value)(items)
-            except TypeError:  # a dict subclass with another constructor (defaultdict)
-                out = dict(items)
-            if hasattr(value, "_metadata"):  # Module.state_dict's version records, which torch.save keeps
-                out._metadata = copy(value._metadata)  # type: ignore[attr-defined]
-            return out
-        if isinstance(value, list):
-            return [copy(v) for v in value]
-        if isinstance(value, tuple):
-            items = [copy(v) for v in value]
-            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-        return value
-
-    return copy(obj)
-
-
-def _copy_tensor(tensor: torch.Tensor, storages: dict[tuple[int, str], torch.UntypedStorage]) -> torch.Tensor:
-    tensor = tensor.detach()
-    if tensor.layout is not torch.strided or tensor.is_quantized or type(tensor) is not torch.Tensor:
-        return tensor.to("cpu", copy=True)  # rare kinds: a plain copy, without storage sharing
-    storage = tensor.untyped_storage()
-    key = (storage.data_ptr(), str(tensor.device))
-    copied = storages.get(key)
-    if copied is None:
-        # One copy per storage; from an accelerator this is the device-to-host copy of the snapshot.
-        copied = storage.clone() if tensor.device.type == "cpu" else storage.cpu()
-        storages[key] = copied
-    out = torch.empty(0, dtype=tensor.dtype, device="cpu")
-    out.set_(copied, tensor.storage_offset(), tensor.size(), tensor.stride())
-    return out
-
 
 WRITER_NICENESS = 10
 """How much nicer than training the writer thread is (Linux): it takes the CPU time training leaves."""
