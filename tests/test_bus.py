@@ -454,3 +454,30 @@ def test_trace_logs_each_dispatch_in_order(hidden: Any, make_trainer: Any, monke
     traces = [m for m in messages if m.startswith("surge trace: train_batch_end")]
     assert len(traces) == 1
     assert traces[0].index(" b ") < traces[0].index(" a ")
+
+
+def test_a_subscriber_can_switch_off_handlers_it_does_not_need(make_trainer: Any) -> None:
+    class Optional:
+        surge_name = "optional"
+
+        def __init__(self, per_step: bool) -> None:
+            self.per_step, self.calls = per_step, 0
+
+        @property
+        def surge_unused_hooks(self) -> frozenset[str]:
+            return frozenset() if self.per_step else frozenset({"train_batch_end"})
+
+        @surge.hookimpl
+        def train_batch_end(self, event: Any) -> None:
+            self.calls += 1
+
+        @surge.hookimpl
+        def train_end(self, event: Any) -> None:
+            self.ended = True
+
+    for per_step, calls in ((True, 8), (False, 0)):
+        plugin = Optional(per_step)
+        trainer = make_trainer(max_epochs=1, num_sanity_val_steps=0, plugins=[plugin])
+        trainer.fit(TinyModule(), datamodule=TinyDataModule())
+        assert plugin.calls == calls and plugin.ended  # its other handlers still run
+        assert (trainer._bus.train_batch_end is None) is (not per_step)

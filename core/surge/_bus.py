@@ -185,12 +185,15 @@ class Bus:
         self._subscribers = list(subscribers)
         self._manager = _register(self._subscribers)
         by_plugin = {id(s.obj): s for s in self._subscribers}
+        # A subscriber may switch off, for this run, handlers its settings make pointless: the event then
+        # costs it nothing at all (read once per run, when the bus is built).
+        unused = {id(s.obj): frozenset(getattr(s.obj, "surge_unused_hooks", ())) for s in self._subscribers}
         position = {s.name: i for i, s in enumerate(self._subscribers)}
         known = set(known_names) | set(position)
         self._order: dict[str, list[str]] = {}
         for name in EVENTS:
             impls = getattr(self._manager.hook, name).get_hookimpls()
-            entries = [(impl, by_plugin[id(impl.plugin)]) for impl in impls]
+            entries = [(impl, by_plugin[id(impl.plugin)]) for impl in impls if name not in unused[id(impl.plugin)]]
             entries.sort(key=lambda e: (e[1].tier, _try_rank(e[0]), position[e[1].name]))
             entries = _apply_constraints(name, entries, known)
             self._order[name] = [s.name for _, s in entries]

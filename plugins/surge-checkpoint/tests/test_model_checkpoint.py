@@ -366,3 +366,23 @@ def test_checkpoint_file_loads_with_plain_torch(fit, tmp_path):
     fit([callback])
     raw = torch.load(callback.best_model_path, weights_only=True)
     assert raw["plugins"][callback.state_key]["dirpath"] == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "settings, per_step",
+    [
+        ({}, False),
+        ({"every_n_train_steps": 3}, True),
+        ({"async_save": True}, True),
+        ({"train_time_interval": datetime.timedelta(hours=1)}, True),
+    ],
+)
+def test_train_batch_end_is_dispatched_only_when_a_setting_needs_it(tmp_path, settings, per_step):
+    callback = ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), **settings)
+    trainer = surge.Trainer(
+        max_epochs=1, limit_train_batches=4, num_sanity_val_steps=0, default_root_dir=str(tmp_path), plugins=[callback]
+    )
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    assert bool(trainer.event_order("train_batch_end")) is per_step  # the default costs no per-step call
+    if "train_time_interval" not in settings:  # (a time schedule saves on time only: none within an hour)
+        assert store.is_valid(callback.best_model_path or callback.last_model_path)

@@ -245,6 +245,16 @@ class ModelCheckpoint:
         agree = self._watch is not None and trainer.world_size > 1
         self._per_step = bool(self.every_n_train_steps or self.train_time_interval is not None or agree)
 
+    @property
+    def surge_unused_hooks(self) -> frozenset[str]:
+        """The bus reads this when a run starts: without a step schedule, asynchronous saves or ranks that
+        must agree on a preemption step, ``train_batch_end`` has nothing to do, so it is not dispatched."""
+        trainer = self._trainer() if self._trainer else None
+        agree = bool(self.preemption_signals) and trainer is not None and trainer.world_size > 1
+        if self.every_n_train_steps or self.train_time_interval is not None or self.async_save or agree:
+            return frozenset()
+        return frozenset({"train_batch_end"})
+
     @surge.hookimpl
     def train_start(self, event: ev.TrainStart) -> None:
         self._last_time = time.monotonic()

@@ -108,9 +108,10 @@ def is_checkpoint_name(name: str) -> bool:
 
 
 def list_checkpoints(directory: str) -> dict[str, tuple[float, bool]]:
-    """Every checkpoint directly in ``directory`` as URL -> (when it was committed, whether it was): the
-    commit marker's time, or the data file's when it has no marker. One listing, no reads; nothing when
-    the directory does not exist."""
+    """Every checkpoint directly in ``directory`` as URL -> (when it was written, whether it has a commit
+    marker): the later of the data file's and the marker's times, so a data file replaced after its marker
+    (an overwrite cut short) counts as new and is checked, and refused, before older ones. One listing, no
+    reads; nothing when the directory does not exist."""
     fs, path = _fs(directory)
     try:
         entries = fs.ls(path, detail=True)
@@ -121,7 +122,7 @@ def list_checkpoints(directory: str) -> dict[str, tuple[float, bool]]:
     for name, mtime in times.items():
         if is_checkpoint_name(name):
             marker = times.get(name + store.MARKER_SUFFIX)
-            found[_url(fs, name, directory)] = (mtime, False) if marker is None else (marker, True)
+            found[_url(fs, name, directory)] = (mtime, False) if marker is None else (max(mtime, marker), True)
     return found
 
 
