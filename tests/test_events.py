@@ -57,7 +57,7 @@ SCOPES = {"init", "fit", "sanity_check"} | {
     f"{stage}{scope}" for stage in ("train", "validation", "test", "predict") for scope in ("", "_epoch", "_batch")
 }
 OPERATIONS = {"backward", "optimizer_step", "zero_grad", "checkpoint_save", "checkpoint_load"}
-OUTSIDE_GRAMMAR = {"setup", "teardown", "exception", "keyboard_interrupt"}
+OUTSIDE_GRAMMAR = {"setup", "teardown", "exception", "keyboard_interrupt", "log_hyperparams", "log_metrics"}
 
 
 def _specs() -> dict[str, Any]:
@@ -166,6 +166,7 @@ FIT_ORDER = """
 init_start
 init_end
 setup                    stage=fit
+log_hyperparams
 fit_start
 sanity_check_start
 validation_start
@@ -198,6 +199,7 @@ validation_epoch_start   epoch=0
 validation_batch_start   batch_idx=0 dataloader_idx=0
 validation_batch_end     batch_idx=0 dataloader_idx=0
 validation_epoch_end     epoch=0
+log_metrics              stage=validation step=2
 validation_end
 train_epoch_end          epoch=0
 train_epoch_start        epoch=1
@@ -222,6 +224,7 @@ validation_epoch_start   epoch=1
 validation_batch_start   batch_idx=0 dataloader_idx=0
 validation_batch_end     batch_idx=0 dataloader_idx=0
 validation_epoch_end     epoch=1
+log_metrics              stage=validation step=4
 validation_end
 train_epoch_end          epoch=1
 train_end
@@ -234,6 +237,7 @@ VALIDATE_ORDER = """
 init_start
 init_end
 setup                    stage=validate
+log_hyperparams
 validation_start
 validation_epoch_start   epoch=0
 validation_batch_start   batch_idx=0 dataloader_idx=0
@@ -241,12 +245,17 @@ validation_batch_end     batch_idx=0 dataloader_idx=0
 validation_batch_start   batch_idx=1 dataloader_idx=0
 validation_batch_end     batch_idx=1 dataloader_idx=0
 validation_epoch_end     epoch=0
+log_metrics              stage=validation step=0
 validation_end
 teardown                 stage=validate
 """
 
-TEST_ORDER = VALIDATE_ORDER.replace("validation_", "test_").replace("=validate", "=test")
-PREDICT_ORDER = VALIDATE_ORDER.replace("validation_", "predict_").replace("=validate", "=predict")
+TEST_ORDER = VALIDATE_ORDER.replace("validation_", "test_").replace("=validate", "=test").replace("=validation", "=test")
+# predict logs no hyper-parameters and TinyModule's predict_step logs nothing
+PREDICT_ORDER = "\n".join(
+    line for line in VALIDATE_ORDER.replace("validation_", "predict_").replace("=validate", "=predict").splitlines()
+    if not line.startswith("log_")
+)
 
 
 def _parse(listing: str) -> list[tuple[str, dict[str, str]]]:

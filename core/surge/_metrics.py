@@ -6,7 +6,7 @@ Per step a logged value is only detached and stored (no host synchronisation, no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,10 @@ class MetricStore:
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, torch.Tensor] = {}
         self.reduce_across: Callable[[torch.Tensor, str], torch.Tensor] = lambda t, op: t
+        self.pending: dict[str, torch.Tensor] = {}
+        """Logged values published since the last write, still on their devices."""
+        self.writer: Callable[[dict[str, torch.Tensor], str], None] | None = None
+        """Called with :attr:`pending` and the stage at each write (the Trainer emits ``log_metrics``)."""
 
     def record(
         self,
@@ -126,8 +130,9 @@ class MetricStore:
     def new_batch(self, batch: Any) -> None:
         self.batch, self.batch_size = batch, None
 
-    def end_step(self, write: bool) -> None:
-        """Publish this step's values (``write``: also into ``logged_metrics``, the loggers' view)."""
+    def end_step(self, write: bool, flush: bool = True) -> None:
+        """Publish this step's values (``write``: also into ``logged_metrics``, the loggers' view, and, with
+        ``flush``, hand them to the writer now)."""
         if not self._step:
             return
         for name, (tensor, meta) in self._step.items():
@@ -137,12 +142,16 @@ class MetricStore:
             if meta.prog_bar:
                 self.progress_bar_metrics[key] = value
             if write and meta.logger:
-                self.logged_metrics[key] = value
+                self.logged_metrics[key] = self.pending[key] = value
         self._step.clear()
+        if write and flush:
+            self._write()
 
-    def end_epoch(self) -> dict[str, torch.Tensor]:
-        """Reduce the current context's epoch accumulators and publish them; returns what was reduced."""
-        self.end_step(write=True)
+    def end_epoch(self, write: bool = True) -> dict[str, torch.Tensor]:
+        """Reduce the current context's epoch accumulators and publish them; returns what was reduced.
+        ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out in one write
+        with them."""
+        self.end_step(write=True, flush=False)  # the last step's values go out in the epoch's write
         reduced: dict[str, torch.Tensor] = {}
         for context, name in [key for key in self._epoch if key[0] == self.context]:
             acc, meta = self._epoch.pop((context, name))
@@ -156,13 +165,23 @@ class MetricStore:
             if meta.prog_bar:
                 self.progress_bar_metrics[key] = value
             if meta.logger:
-                self.logged_metrics[key] = value
+                self.logged_metrics[key] = self.pending[key] = value
+        if write:
+            self._write()
         return reduced
+
+    def _write(self) -> None:
+        if self.pending:
+            if self.writer is not None:
+                context = self.context or "train"
+                self.writer(self.pending, "train" if context.startswith("train") else context)
+            self.pending.clear()
 
     def reset(self) -> None:
         """Forget unpublished values (a run that failed mid-epoch leaves some); called when a run starts."""
         self._step.clear()
         self._epoch.clear()
+        self.pending.clear()
         self.context = self.dataloader_idx = None
 
     def discard(self) -> None:
@@ -173,6 +192,28 @@ class MetricStore:
 
     def _out(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.cpu() if self.move_to_cpu else tensor
+
+
+def to_host(values: Mapping[str, Any]) -> dict[str, float]:
+    """Scalars as Python floats, with one device-to-host copy per (device, dtype) group rather than one per
+    value. Python numbers pass through; tensors with more than one element are left out (loggers write
+    scalars; the full tensor stays in ``trainer.callback_metrics``)."""
+    out: dict[str, float] = {}
+    groups: dict[tuple[torch.device, torch.dtype], list[tuple[str, torch.Tensor]]] = {}
+    for name, value in values.items():
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                continue
+            if value.device.type == "cpu":
+                out[name] = float(value.item())
+            else:
+                groups.setdefault((value.device, value.dtype), []).append((name, value))
+        elif isinstance(value, (int, float)):
+            out[name] = float(value)
+    for items in groups.values():
+        stacked = torch.stack([t.reshape(()) for _, t in items]).tolist()
+        out.update((name, float(v)) for (name, _), v in zip(items, stacked, strict=True))
+    return {name: out[name] for name in values if name in out}  # the caller's order
 
 
 def infer_batch_size(batch: Any) -> int:

@@ -11,7 +11,9 @@ Names follow one grammar that tools can rely on:
   ``train_epoch``, ``train_batch`` and the same for ``validation``, ``test`` and ``predict``;
 * ``before_<op>`` / ``after_<op>`` for operations: ``backward``, ``optimizer_step``, ``zero_grad``,
   ``checkpoint_save``, ``checkpoint_load``;
-* plus ``init_start``/``init_end``, ``setup``, ``teardown``, ``exception`` and ``keyboard_interrupt``.
+* plus ``init_start``/``init_end``, ``setup``, ``teardown``, ``exception`` and ``keyboard_interrupt``;
+* plus two point events for loggers, ``log_hyperparams`` and ``log_metrics``: they mark a write, not a
+  scope or an operation, so they have no pair (:func:`span_of` gives ``None`` for them).
 
 :func:`span_of` turns a name into ``(span, "start" | "end")`` so a profiler can open and close spans from
 names alone.
@@ -19,6 +21,7 @@ names alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -314,6 +317,30 @@ class BeforeCheckpointLoad(_CheckpointEvent):
 @dataclass(frozen=True, slots=True)
 class AfterCheckpointLoad(_CheckpointEvent):
     name: ClassVar[str] = "after_checkpoint_load"
+
+
+# -- logging -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogHyperparams(Event):
+    """``params``: the Module's ``hparams`` merged with the DataModule's (the Module's win on a clash)."""
+
+    params: Mapping[str, Any]
+    name: ClassVar[str] = "log_hyperparams"
+
+
+@dataclass(frozen=True, slots=True)
+class LogMetrics(Event):
+    """``metrics``: names to Python floats, already on the host; ``step``: ``trainer.global_step`` when
+    written; ``epoch``: ``trainer.current_epoch``; ``stage``: ``"train"``, ``"validation"``, ``"test"``,
+    ``"predict"`` or the name of the plugin that wrote them through ``trainer.log_metrics``."""
+
+    metrics: Mapping[str, float]
+    step: int
+    epoch: int
+    stage: str
+    name: ClassVar[str] = "log_metrics"
 
 
 # -- closing ------------------------------------------------------------------------------------------

@@ -350,6 +350,22 @@ def after_checkpoint_load(event: ev.AfterCheckpointLoad) -> None:
 
 
 @hookspec
+def log_hyperparams(event: ev.LogHyperparams) -> None:
+    """Once per ``fit``/``validate``/``test``, on global rank zero, after ``setup`` and before the first batch, when the Module or DataModule has hyper-parameters (``self.save_hyperparameters()``). `event.params` maps names to values as saved.
+
+    May change: Nothing. Loggers record the parameters (the CSV logger writes ``hparams.yaml``).
+    """
+
+
+@hookspec
+def log_metrics(event: ev.LogMetrics) -> None:
+    """On global rank zero whenever logged metrics are written: after the optimizer step every ``log_every_n_steps`` steps, at the end of each training, validation and test epoch, and when a plugin calls ``trainer.log_metrics``. `event.metrics` holds Python floats: the core moves every value to the host in one batched copy per device, only when there is a subscriber.
+
+    May change: Nothing. Loggers write the row; they should flush so that a killed run leaves it on disk.
+    """
+
+
+@hookspec
 def fit_end(event: ev.FitEnd) -> None:
     """Once per ``fit``, after ``train_end``, when training finished or was stopped by request.
 

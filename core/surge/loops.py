@@ -207,7 +207,7 @@ def train_epoch(trainer: Trainer) -> None:
     if val_epoch and not val_every and batch_idx:
         _validate_during_fit(trainer)  # loaders without length validate at the end of the epoch
     metrics.context = "train"
-    metrics.end_epoch()
+    metrics.end_epoch(write=False)
     metrics.context = "train_epoch_end"  # self.log defaults to per-epoch here, as in Lightning
     if bus.train_epoch_end:
         bus.train_epoch_end(ev.TrainEpochEnd(trainer, epoch))
@@ -386,7 +386,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                 batch_idx += 1
                 _raise_if_interrupted(trainer)
         metrics.dataloader_idx = None
-        results = _publish(trainer)
+        results = _publish(trainer, write=False)
         if getattr(bus, f"{stage}_epoch_end"):
             bus.emit(ev.EVENTS[f"{stage}_epoch_end"](trainer, state.current_epoch))  # type: ignore[call-arg]
         results.update(_publish(trainer))
@@ -400,12 +400,12 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     return _per_loader(results, len(loaders)) if trainer.state.stage != "fit" else None
 
 
-def _publish(trainer: Trainer) -> dict[str, torch.Tensor]:
+def _publish(trainer: Trainer, write: bool = True) -> dict[str, torch.Tensor]:
     """Reduce what was logged in this evaluation pass; the sanity check's values are dropped."""
     if trainer.state.sanity_checking:
         trainer._metrics.discard()
         return {}
-    return trainer._metrics.end_epoch()
+    return trainer._metrics.end_epoch(write)
 
 
 def _per_loader(results: dict[str, torch.Tensor], count: int) -> list[dict[str, Any]]:

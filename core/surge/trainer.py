@@ -21,7 +21,7 @@ from surge import events as ev
 from surge._activation import activate, parse_requests, resolve_providers
 from surge._bus import Bus, Subscriber, Tier
 from surge._logging import configure_logging
-from surge._metrics import MetricStore
+from surge._metrics import MetricStore, to_host
 from surge._module_hooks import ModuleHooks
 from surge._resume import ResumePoint
 from surge._storage import RunDirectory
@@ -136,6 +136,7 @@ class Trainer:
         self.state = TrainerState()
         self._metrics = MetricStore(move_to_cpu=self.config.move_metrics_to_cpu)
         self._metrics.reduce_across = lambda t, op: self.strategy.reduce(t, op)
+        self._metrics.writer = self._write_metrics
         self.module: Module = None  # type: ignore[assignment]
         self.datamodule: DataModule | None = None
         self.optimizers: list[torch.optim.Optimizer] = []
@@ -194,8 +195,10 @@ class Trainer:
         return self._metrics.logged_metrics
 
     @property
-    def progress_bar_metrics(self) -> dict[str, torch.Tensor]:
-        return self._metrics.progress_bar_metrics
+    def progress_bar_metrics(self) -> dict[str, float]:
+        """The values logged with ``prog_bar=True``, as Python floats (reading this copies them to the host;
+        progress bars read it when they refresh, not every step)."""
+        return to_host(self._metrics.progress_bar_metrics)
 
     @property
     def global_rank(self) -> int:
@@ -260,6 +263,33 @@ class Trainer:
             logger.info("stop requested: {}", reason)
         self.state.should_stop = True
         self.state.stop_reason = reason
+
+    def log_metrics(self, metrics: Mapping[str, float | torch.Tensor], step: int | None = None, *, source: str) -> None:
+        """Write ``metrics`` to every active logger now (``log_metrics`` event), on global rank zero only.
+
+        For plugins that measure something themselves (a learning-rate monitor, device statistics): tensors
+        are copied to the host in one batch; ``step`` defaults to ``global_step``; ``source`` names the
+        writer (it becomes the event's ``stage``)."""
+        if self._bus.log_metrics and self.is_global_zero and metrics:
+            values = to_host(metrics)
+            if values:
+                self._bus.log_metrics(
+                    ev.LogMetrics(self, values, self.global_step if step is None else step, self.current_epoch, source)
+                )
+
+    def _write_metrics(self, pending: dict[str, torch.Tensor], stage: str) -> None:
+        if self._bus.log_metrics and self.is_global_zero:  # no subscriber: nothing is copied to the host
+            values = to_host(pending)
+            if values:
+                self._bus.log_metrics(ev.LogMetrics(self, values, self.global_step, self.current_epoch, stage))
+
+    def _log_hyperparams(self) -> None:
+        if not (self._bus.log_hyperparams and self.is_global_zero):
+            return
+        params: dict[str, Any] = dict(self.datamodule.hparams) if self.datamodule is not None else {}
+        params.update(self.module.hparams)
+        if params:
+            self._bus.log_hyperparams(ev.LogHyperparams(self, params))
 
     def request_checkpoint(self, save: Callable[[Trainer], object], reason: str) -> None:
         """Have ``save(trainer)`` called at the next step boundary of training, where a checkpoint resumes
@@ -362,6 +392,8 @@ class Trainer:
                 url = _checkpoint._resolve(self, ckpt_path, stage) if ckpt_path is not None else None
                 if url is not None:
                     self.restore_checkpoint(url, trusted=trusted)
+                if stage != "predict":
+                    self._log_hyperparams()
                 from surge import loops
 
                 result = loops.run_stage(self, stage)
