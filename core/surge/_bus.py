@@ -176,6 +176,8 @@ class Bus:
         after_checkpoint_save: _Dispatch | None
         before_checkpoint_load: _Dispatch | None
         after_checkpoint_load: _Dispatch | None
+        log_hyperparams: _Dispatch | None
+        log_metrics: _Dispatch | None
         fit_end: _Dispatch | None
         exception: _Dispatch | None
         keyboard_interrupt: _Dispatch | None

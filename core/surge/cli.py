@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from surge import _cli_new, _cli_plugins
+from surge import _cli_new, _cli_plot, _cli_plugins
 from surge.hooks import hookimpl
 
 __all__ = ["main"]
@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fit.set_defaults(run=_fit)
     _cli_plugins.register(commands)
     _cli_new.register(commands)
+    _cli_plot.register(commands)
 
     args = parser.parse_args(argv)
     if args.command is None:
@@ -103,6 +104,7 @@ def _fit(args: argparse.Namespace) -> int:
     trainer = surge.Trainer(
         max_epochs=args.max_epochs,
         accelerator=args.accelerator,
+        log_every_n_steps=5,  # 23 steps an epoch: a few points per epoch in metrics.csv
         default_root_dir=args.root,
         plugins=[report],
     )
@@ -118,6 +120,8 @@ def _fit(args: argparse.Namespace) -> int:
     accuracy = float(trainer.callback_metrics["val_acc"])
     print(f"final validation accuracy: {accuracy:.4f}")
     print(f"run directory: {trainer.run_dir}")
+    if trainer.run_dir and any(s["name"] == "csv" for s in trainer.plugin_set()):
+        print(f"plot its metrics: surge plot {trainer.run_dir}")
     return 0
 
 
