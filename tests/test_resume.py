@@ -32,6 +32,7 @@ class Net(surge.Module):
         super().__init__()
         self.net = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 1))
         self.draws: list[tuple[float, float, float]] = []
+        self.epoch_means: list[float] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -39,7 +40,13 @@ class Net(surge.Module):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
         self.draws.append((torch.rand(()).item(), random.random(), float(np.random.rand())))
-        return nn.functional.mse_loss(self(x), y)
+        loss = nn.functional.mse_loss(self(x), y)
+        self.log("train_mse", loss, on_step=False, on_epoch=True)  # an epoch mean across a mid-epoch resume
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        if "train_mse" in self.trainer.callback_metrics:
+            self.epoch_means.append(float(self.trainer.callback_metrics["train_mse"]))
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
@@ -153,6 +160,7 @@ class Result:
         self.optimizer = trainer.optimizers[0].state_dict()
         self.schedulers = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
         self.draws = list(model.draws)
+        self.epoch_means = list(model.epoch_means)
         self.global_step, self.epoch = trainer.global_step, trainer.current_epoch
         self.loaded = data.train_set.loaded
 
@@ -205,6 +213,9 @@ def assert_resumed_exactly(resumed: Result, ref: Result) -> None:
     assert_same(resumed.schedulers, ref.schedulers, "schedulers")
     # every draw after the resume (torch, python, numpy) is the one the uninterrupted run made
     assert resumed.draws == ref.draws[len(ref.draws) - len(resumed.draws) :]
+    # the epoch means of logged values include the steps before the resume (the checkpoint holds them)
+    assert resumed.epoch_means == ref.epoch_means[len(ref.epoch_means) - len(resumed.epoch_means) :]
+    assert resumed.epoch_means
 
 
 @pytest.mark.parametrize(

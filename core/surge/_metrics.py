@@ -33,6 +33,8 @@ class _Accumulator:
     reduce_fx: ReduceFx
     values: list[torch.Tensor] = field(default_factory=list)
     weights: list[int] = field(default_factory=list)
+    restored: bool = False
+    """Restored from a checkpoint without its callable ``reduce_fx``: the next ``self.log`` supplies it."""
 
     def reduce(self) -> torch.Tensor:
         stacked = torch.stack(self.values)
@@ -119,6 +121,9 @@ class MetricStore:
             entry = self._epoch.get((context, name))
             if entry is None:
                 entry = self._epoch[(context, name)] = (_Accumulator(reduce_fx), meta)
+            elif entry[0].restored:
+                entry[0].reduce_fx, entry[0].restored = reduce_fx, False
+                entry = self._epoch[(context, name)] = (entry[0], meta)
             entry[0].values.append(tensor)
             entry[0].weights.append(batch_size if batch_size is not None else self._current_batch_size())
 
@@ -170,6 +175,10 @@ class MetricStore:
             self._write()
         return reduced
 
+    def flush(self) -> None:
+        """Write whatever is pending now."""
+        self._write()
+
     def _write(self) -> None:
         if self.pending:
             if self.writer is not None:
@@ -183,6 +192,37 @@ class MetricStore:
         self._epoch.clear()
         self.pending.clear()
         self.context = self.dataloader_idx = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint taken mid-epoch needs so that the resumed run's epoch values equal an
+        uninterrupted run's: the training epoch's accumulated step values, and values reduced but not yet
+        written. Plain tensors and containers (a callable ``reduce_fx`` is re-read from the next
+        ``self.log`` call of that name)."""
+        epoch = [
+            {
+                "context": context,
+                "name": name,
+                "values": list(acc.values),
+                "weights": list(acc.weights),
+                "flags": [meta.on_step, meta.on_epoch, meta.prog_bar, meta.logger, meta.sync_dist],
+                "reduce_fx": acc.reduce_fx if isinstance(acc.reduce_fx, str) else None,
+            }
+            for (context, name), (acc, meta) in self._epoch.items()
+            if context.startswith("train")
+        ]
+        return {"epoch": epoch, "pending": dict(self.pending)}
+
+    def load_state_dict(self, state: Mapping[str, Any], device: torch.device) -> None:
+        for entry in state.get("epoch", []):
+            on_step, on_epoch, prog_bar, logger, sync_dist = entry["flags"]
+            reduce_fx = entry["reduce_fx"] or "mean"
+            acc = _Accumulator(reduce_fx, [v.to(device) for v in entry["values"]], list(entry["weights"]))
+            acc.restored = entry["reduce_fx"] is None
+            self._epoch[(entry["context"], entry["name"])] = (
+                acc,
+                _Meta(on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist),
+            )
+        self.pending.update({k: v.to(device) for k, v in state.get("pending", {}).items()})
 
     def discard(self) -> None:
         """Forget what the current context logged since the last publication (the sanity check's metrics)."""

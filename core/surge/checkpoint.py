@@ -444,6 +444,7 @@ def _dump(trainer: Trainer, weights_only: bool) -> dict[str, Any]:
         }
         if trainer.datamodule is not None:
             checkpoint["datamodule"] = trainer.datamodule.state_dict()
+        checkpoint["metrics"] = trainer._metrics.state_dict()
         pending = trainer._resume_point  # restored, not yet reached by the loop: still the run's position
         if pending is not None:
             checkpoint["rng"] = pending.rng if pending.rng is not None else _resume.rng_states(trainer.train_dataloader)
@@ -490,6 +491,7 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
         for config, sched_state in zip(trainer.lr_scheduler_configs, scheduler_states, strict=True):
             config.scheduler.load_state_dict(sched_state)
         trainer.precision_plugin.load_state_dict(checkpoint.get("precision", {}))
+        trainer._metrics.load_state_dict(checkpoint.get("metrics", {}), trainer.strategy.root_device)
         plugin_states = checkpoint.get("plugins", {})
         for sub in trainer._plugin_subscribers:
             if _stateful(sub.obj) and _state_key(sub) in plugin_states:

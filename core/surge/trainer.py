@@ -392,6 +392,7 @@ class Trainer:
                 url = _checkpoint._resolve(self, ckpt_path, stage) if ckpt_path is not None else None
                 if url is not None:
                     self.restore_checkpoint(url, trusted=trusted)
+                    self._metrics.flush()  # values the checkpoint held reduced but unwritten: at their step
                 if stage != "predict":
                     self._log_hyperparams()
                 from surge import loops

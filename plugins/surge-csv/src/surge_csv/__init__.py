@@ -64,6 +64,10 @@ class CSVLogger:
 
     @surge.hookimpl
     def fit_start(self, event: ev.FitStart) -> None:
+        self._continue()
+
+    def _continue(self) -> None:
+        """Start this run's file as the resumed run's first rows (those the checkpoint knew of)."""
         if self._resume is None or self.file is None:
             return
         source, count = self._resume
@@ -113,6 +117,7 @@ class CSVLogger:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("metrics_file"):
             self._resume = (str(state["metrics_file"]), int(state["rows"]))
+            self._continue()  # now, before the resumed run writes what the checkpoint held unwritten
 
 
 def _join(base: str, name: str) -> str:
