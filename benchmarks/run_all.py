@@ -42,14 +42,19 @@ def run_benchmark(script: str, extra: list[str], out: Path) -> dict[str, Any]:
 
 def goals(ovh: dict[str, Any], imp: dict[str, Any], ckpt: dict[str, Any]) -> list[str]:
     rows = ["| goal (from the issue) | measured | verdict |", "| --- | --- | --- |"]
-    wall, cpu = ovh["summary"]["wall"]["surge-default"], ovh["summary"]["cpu"]["surge-default"]
-    limit = overhead.GOAL_DEFAULT_RATIO
-    rows.append(
-        f"| default plugins at most {limit:.2f}x the raw loop (tiny MLP) | wall {wall['ratio_vs_raw']:.3f}x "
-        f"({wall['overhead_us_per_step']:+.1f} us/step); cpu {cpu['ratio_vs_raw']:.3f}x "
-        f"({cpu['overhead_us_per_step']:+.1f} us/step) | "
-        f"{'met' if max(wall['ratio_vs_raw'], cpu['ratio_vs_raw']) <= limit else 'MISSED (by at least one clock)'} |"
-    )
+    labels = {
+        "surge-logging": "CSV logging every 50 steps + progress bar (checkpointing off)",
+        "surge-default": "every default plugin (a durable checkpoint each epoch included)",
+    }
+    limit = overhead.GOAL_RATIO
+    for name in overhead.GOALS:
+        wall, cpu = ovh["summary"]["wall"][name], ovh["summary"]["cpu"][name]
+        rows.append(
+            f"| {labels[name]} at most {limit:.2f}x the raw loop (tiny MLP) | wall {wall['ratio_vs_raw']:.3f}x "
+            f"({wall['overhead_us_per_step']:+.1f} us/step); cpu {cpu['ratio_vs_raw']:.3f}x "
+            f"({cpu['overhead_us_per_step']:+.1f} us/step) | "
+            f"{'met' if max(wall['ratio_vs_raw'], cpu['ratio_vs_raw']) <= limit else 'MISSED (by at least one clock)'} |"
+        )
     child = ovh.get("empty_plugins")
     if child:
         p = child["paired_vs_default"]["cpu"]

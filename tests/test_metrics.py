@@ -405,3 +405,22 @@ def test_log_in_on_train_epoch_end_defaults_to_per_epoch(make_trainer):
     trainer.fit(EpochEndLogger(), datamodule=TinyDataModule())
     assert float(trainer.callback_metrics["epoch_marker"]) == 2.0
     assert "epoch_marker" in trainer.logged_metrics and "epoch_marker_step" not in trainer.logged_metrics
+
+
+def test_sync_dist_reduces_step_and_epoch_values_through_the_strategy(make_trainer):
+    """``sync_dist=True`` hands each published value to ``strategy.reduce`` (a collective under DDP; here a
+    stand-in that records its calls and multiplies by 10), with the metric's own reduction as the op."""
+    calls: list[str] = []
+    trainer = make_trainer(max_epochs=1, num_sanity_val_steps=0, log_every_n_steps=1)
+
+    def reduce(tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        calls.append(op)
+        return tensor * 10
+
+    trainer.strategy.reduce = reduce  # type: ignore[method-assign]
+    model = Logs(on_step=True, on_epoch=True, reduce_fx="max", sync_dist=True)
+    trainer.fit(model, train_dataloaders=uneven_loader(), val_dataloaders=uneven_loader())
+    assert trainer.callback_metrics["m_step"] == 20.0  # the last step's 2.0, reduced
+    assert trainer.callback_metrics["m_epoch"] == 20.0  # max of 0, 1, 2, reduced once
+    assert calls == ["max"] * 4  # three steps and the epoch
+    assert trainer.callback_metrics["val_loss"] == trainer.logged_metrics["val_loss"]  # not synced: untouched

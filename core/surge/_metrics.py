@@ -142,6 +142,8 @@ class MetricStore:
             return
         for name, (tensor, meta) in self._step.items():
             key = f"{name}_step" if meta.on_epoch else name
+            if meta.sync_dist:  # a collective every step, as asked; no host copy
+                tensor = self.reduce_across(tensor, meta.reduce_fx if isinstance(meta.reduce_fx, str) else "mean")
             value = self._out(tensor)
             self.callback_metrics[name] = self.callback_metrics[key] = value
             if meta.prog_bar:

@@ -59,8 +59,10 @@ class CheckpointConfig(BaseModel):
     save_on_train_epoch_end: bool | None = None
     """Save at the end of the training epoch instead of after validation. Default: when no validation runs
     once per epoch."""
-    async_save: bool = False
-    """Hand a CPU snapshot to a background writer and keep training."""
+    async_save: bool = True
+    """Hand a CPU snapshot to a background writer and keep training (the default plugin's default: its
+    end-of-epoch save then costs the loop a copy of the state, not the serialisation and three fsyncs; a
+    ``ModelCheckpoint`` built in code saves synchronously unless asked, as in Lightning)."""
     preemption_signals: list[str | int] = Field(default_factory=lambda: list[str | int](DEFAULT_SIGNALS))
     """Signals that save a checkpoint at the next step boundary and stop the run (``Preempted``)."""
     verbose: bool = False
@@ -250,6 +252,8 @@ class ModelCheckpoint:
         """The bus reads this when a run starts: without a step schedule, asynchronous saves or ranks that
         must agree on a preemption step, ``train_batch_end`` has nothing to do, so it is not dispatched."""
         trainer = self._trainer() if self._trainer else None
+        if trainer is not None and self._stands_aside(trainer):
+            return frozenset({"train_batch_end"})  # the default plugin beside a ModelCheckpoint of the user's
         agree = bool(self.preemption_signals) and trainer is not None and trainer.world_size > 1
         if self.every_n_train_steps or self.train_time_interval is not None or self.async_save or agree:
             return frozenset()
