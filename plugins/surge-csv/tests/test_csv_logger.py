@@ -168,18 +168,21 @@ def _complete_rows(path: Path) -> list[dict[str, str]]:
 def test_sigkill_then_resume_appends_without_duplicate_steps(tmp_path):
     killed = Child(tmp_path, max_epochs=4)
     killed.wait_ready()
-    threading.Event().wait(random.uniform(0.02, 0.1))  # somewhere inside epoch 2, after its checkpoint of epoch 1
+    threading.Event().wait(random.uniform(0.02, 0.3))  # somewhere inside epoch 2, after its checkpoint of epoch 1
     os.kill(killed.proc.pid, signal.SIGKILL)
     killed.proc.wait(30)
     old = killed.run_dir() / "metrics.csv"
     before = old.read_bytes()
     old_rows = _complete_rows(old)  # the killed run's file parses, with no partial row
     assert any(r["epoch"] == "2" for r in old_rows), "the kill came before any row of epoch 2"
+    assert not any(r["epoch"] == "3" and r["val_loss"] for r in old_rows), "the kill came after the last epoch"
 
     resumed = Child(tmp_path, max_epochs=4, resume=True)
     out, err = resumed.proc.communicate(timeout=120)
     assert resumed.proc.returncode == 0, err
-    new_dir = Path(next(line for line in out.splitlines() if line.startswith("run ")).split(" ", 1)[1])
+    runs = [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("run ")]
+    assert runs, f"the resumed run did not train: {out}\n{err[-2000:]}"
+    new_dir = Path(runs[0])
     assert new_dir != killed.run_dir()
     rows = _complete_rows(new_dir / "metrics.csv")
     train = [int(r["step"]) for r in rows if r["train_loss"]]
