@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import checkpoint  # noqa: E402 - the benchmarks are scripts beside this one, not a package
 import import_time  # noqa: E402
+import instructions  # noqa: E402
 import overhead  # noqa: E402
 
 
@@ -84,12 +86,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run of every benchmark (numbers meaningless)")
     parser.add_argument("--json", metavar="PATH", help="write both results as one JSON file")
+    parser.add_argument(
+        "--no-instructions", action="store_true", help="skip the callgrind instruction counts (about 8 minutes)"
+    )
     args = parser.parse_args(argv)
     extra = ["--quick"] if args.quick else []
     with tempfile.TemporaryDirectory(prefix="surge-bench-all-") as tmp:
         imp = run_benchmark("import_time.py", extra, Path(tmp, "import.json"))
         ovh = run_benchmark("overhead.py", extra, Path(tmp, "overhead.json"))
         ckpt = run_benchmark("checkpoint.py", extra, Path(tmp, "checkpoint.json"))
+        instr = None
+        if not args.no_instructions and shutil.which("valgrind"):
+            short = ["--batches", "20", "--long", "2"] if args.quick else []
+            instr = run_benchmark("instructions.py", short, Path(tmp, "instructions.json"))
     env = ovh.get("environment", {})
     report = [
         "# Surge benchmarks",
@@ -105,12 +114,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "",
         overhead.markdown(ovh),
         "",
+        instructions.markdown(instr) if instr else "(instruction counts skipped: no valgrind, or --no-instructions)",
+        "",
         import_time.markdown(imp),
         "",
         checkpoint.markdown(ckpt),
     ]
     print("\n".join(report))
-    combined = {"overhead": ovh, "import_time": imp, "checkpoint": ckpt}
+    combined = {"overhead": ovh, "import_time": imp, "checkpoint": ckpt, "instructions": instr}
     if args.json:
         Path(args.json).write_text(json.dumps(combined, indent=2))
     return combined

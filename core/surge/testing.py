@@ -20,9 +20,13 @@ Fixtures:
 
 from __future__ import annotations
 
+import queue
 import re
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ from surge.events import EVENTS, Event
 from surge.hooks import hookimpl
 
 __all__ = [
+    "ChildLines",
     "EventRecorder",
     "PluginEnv",
     "TinyFit",
@@ -47,6 +52,38 @@ __all__ = [
     "assert_discovered",
     "run_tiny_fit",
 ]
+
+
+class ChildLines:
+    """The stdout lines of a child process (``Popen(..., stdout=PIPE, text=True)``), read on a thread so that a
+    crash test can wait for a line with a timeout (for example ``ready`` before it sends SIGKILL).
+    ``seen`` holds every line read so far, in order."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.seen: list[str] = []
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line.strip())
+
+    def expect(self, prefix: str, timeout: float = 120.0) -> str:
+        """Wait for the next line starting with ``prefix`` and return the rest of it (stripped); raises
+        ``AssertionError`` with the lines seen when none comes within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no line starting with {prefix!r} within {timeout:.0f} s; saw {self.seen[-20:]}"
+                ) from None
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip()
 
 
 class EventRecorder:

@@ -3,41 +3,20 @@
 from __future__ import annotations
 
 import os
-import queue
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
 from surge import checkpoint as store
+from surge.testing import ChildLines
 from surge_checkpoint import ModelCheckpoint
 
 CHILD = str(Path(__file__).with_name("_child.py"))
-
-
-class Lines:
-    """The stdout lines of a process, read on a thread so that a test can wait for one with a timeout."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, args=(proc,), daemon=True).start()
-
-    def _pump(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            self._lines.put(line.strip())
-
-    def expect(self, prefix: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            if line.startswith(prefix):
-                return line[len(prefix) :].strip()
 
 
 def _committed(directory: Path) -> list[Path]:
@@ -50,7 +29,7 @@ def test_kill_9_at_random_moments_during_saves(tmp_path):
     zygote = subprocess.Popen(
         [sys.executable, CHILD, "zygote", str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-    lines = Lines(zygote)
+    lines = ChildLines(zygote)
     rng = random.Random(20240917)
     resolved_step = 0
     temp_files_left = 0
@@ -117,7 +96,7 @@ def test_resume_after_a_real_sigterm_equals_an_uninterrupted_run(tmp_path, num_w
 
     full = run("full", "full")
     interrupted = run("cut", "interrupt", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert Lines(interrupted).expect("ready") == ""
+    assert ChildLines(interrupted).expect("ready") == ""
     interrupted.send_signal(signal.SIGTERM)
     time.sleep(0.2)
     interrupted.stdin.write("go\n")

@@ -8,7 +8,7 @@ import random
 import signal
 import subprocess
 import sys
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import pytest
 import surge
 import torch
 import yaml
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import ChildLines, TinyDataModule, TinyModule
 from surge_csv import read_metrics
 from surge_csv._file import MetricsFile
 
@@ -133,26 +133,9 @@ def test_an_fsspec_run_directory(make_trainer):
 # -- real child processes ---------------------------------------------------------------------------------
 
 
-class Child:
-    def __init__(self, root: Path, max_epochs: int, resume: bool = False) -> None:
-        args = [sys.executable, str(CHILD), str(root), str(max_epochs), *(["last"] if resume else [])]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self._ready = threading.Event()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.strip())
-            if line.startswith("ready"):
-                self._ready.set()
-
-    def wait_ready(self) -> None:
-        assert self._ready.wait(120), f"child never got ready: {self.lines} {self.proc.stderr and self.proc.stderr.read()}"
-
-    def run_dir(self) -> Path:
-        return Path(next(line for line in self.lines if line.startswith("run ")).split(" ", 1)[1])
+def _child(root: Path, max_epochs: int, resume: bool = False, **kwargs: Any) -> subprocess.Popen[str]:
+    args = [sys.executable, str(CHILD), str(root), str(max_epochs), *(["last"] if resume else [])]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, text=True, **kwargs)
 
 
 def _complete_rows(path: Path) -> list[dict[str, str]]:
@@ -166,24 +149,26 @@ def _complete_rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 def test_sigkill_then_resume_appends_without_duplicate_steps(tmp_path):
-    killed = Child(tmp_path, max_epochs=4)
-    killed.wait_ready()
-    threading.Event().wait(random.uniform(0.02, 0.3))  # somewhere inside epoch 2, after its checkpoint of epoch 1
-    os.kill(killed.proc.pid, signal.SIGKILL)
-    killed.proc.wait(30)
-    old = killed.run_dir() / "metrics.csv"
+    killed = _child(tmp_path, max_epochs=4, stderr=subprocess.DEVNULL)
+    lines = ChildLines(killed)
+    killed_dir = Path(lines.expect("run "))
+    lines.expect("ready")
+    time.sleep(random.uniform(0.02, 0.3))  # somewhere inside epoch 2, after its checkpoint of epoch 1
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(30)
+    old = killed_dir / "metrics.csv"
     before = old.read_bytes()
     old_rows = _complete_rows(old)  # the killed run's file parses, with no partial row
     assert any(r["epoch"] == "2" for r in old_rows), "the kill came before any row of epoch 2"
     assert not any(r["epoch"] == "3" and r["val_loss"] for r in old_rows), "the kill came after the last epoch"
 
-    resumed = Child(tmp_path, max_epochs=4, resume=True)
-    out, err = resumed.proc.communicate(timeout=120)
-    assert resumed.proc.returncode == 0, err
+    resumed = _child(tmp_path, max_epochs=4, resume=True, stderr=subprocess.PIPE)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
     runs = [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("run ")]
     assert runs, f"the resumed run did not train: {out}\n{err[-2000:]}"
     new_dir = Path(runs[0])
-    assert new_dir != killed.run_dir()
+    assert new_dir != killed_dir
     rows = _complete_rows(new_dir / "metrics.csv")
     train = [int(r["step"]) for r in rows if r["train_loss"]]
     assert train == list(range(1, 33)), "every step once, in order"

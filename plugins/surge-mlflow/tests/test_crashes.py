@@ -4,39 +4,15 @@ not import MLflow."""
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from surge.testing import ChildLines
 
 CHILD = str(Path(__file__).with_name("_child.py"))
-
-
-class Lines:
-    """The stdout lines of a process, read on a thread so that a test can wait for one with a timeout."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.seen: list[str] = []
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, args=(proc,), daemon=True).start()
-
-    def _pump(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            self._lines.put(line.strip())
-
-    def expect(self, prefix: str, timeout: float = 120.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
-            self.seen.append(line)
-            if line.startswith(prefix):
-                return line[len(prefix) :].strip()
 
 
 @pytest.mark.slow
@@ -48,7 +24,7 @@ def test_a_run_killed_with_sigkill_keeps_what_it_logged(store_uri, client, exper
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    lines = Lines(child)
+    lines = ChildLines(child)
     try:
         lines.expect("waiting")
         os.kill(child.pid, signal.SIGKILL)

@@ -59,10 +59,8 @@ class CheckpointConfig(BaseModel):
     save_on_train_epoch_end: bool | None = None
     """Save at the end of the training epoch instead of after validation. Default: when no validation runs
     once per epoch."""
-    async_save: bool = True
-    """Hand a CPU snapshot to a background writer and keep training (the default plugin's default: its
-    end-of-epoch save then costs the loop a copy of the state, not the serialisation and three fsyncs; a
-    ``ModelCheckpoint`` built in code saves synchronously unless asked, as in Lightning)."""
+    async_save: bool = False
+    """Hand a CPU snapshot to a background writer and keep training."""
     preemption_signals: list[str | int] = Field(default_factory=lambda: list[str | int](DEFAULT_SIGNALS))
     """Signals that save a checkpoint at the next step boundary and stop the run (``Preempted``)."""
     verbose: bool = False
