@@ -151,6 +151,9 @@ def _run(tmp_path: Path, mode: str, markers: list[str]) -> dict:
             text=True,
             env=env,
             cwd=tmp_path,
+            # SIGINT as an interactive shell leaves it, even when the suite itself runs as a background job
+            # (which starts with SIGINT ignored, and Python then installs no KeyboardInterrupt handler)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     lines: queue.Queue[str | None] = queue.Queue()
 
