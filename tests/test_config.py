@@ -217,11 +217,12 @@ def test_unknown_accelerator_lists_the_valid_names(tmp_path):
 
 def test_unknown_precision_lists_the_valid_names():
     with pytest.raises(ProviderError) as info:
-        surge.Trainer(precision="bf17")
+        surge.Trainer(precision="fp33")
     message = str(info.value)
-    assert "trainer.precision" in message and "'bf17'" in message
-    assert "32-true" in message
-    assert "pip install surge-precision" in message
+    assert "trainer.precision" in message and "'fp33'" in message
+    assert "Did you mean 'fp32'?" in message and "32-true" in message
+    # not a name surge-precision adds, so no `pip install surge-precision` (its own tests check that hint)
+    assert "a plugin that provides it" in message and "pip install" not in message
 
 
 def test_unknown_strategy_lists_the_valid_names():

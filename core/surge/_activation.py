@@ -11,8 +11,13 @@ from pydantic import ValidationError
 from surge._bus import Subscriber, Tier
 from surge.backends import Accelerator, Precision, Strategy
 from surge.config import TrainerConfig, format_validation_error
-from surge.errors import ConfigError, PluginError, ProviderError
+from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
 from surge.plugins import Catalog, PluginRecord
+
+# The precision names surge-precision adds (the hint of an unknown name points there only for these).
+_STANDARD_PRECISIONS = frozenset(
+    {"64", "64-true", "fp64", "16", "16-mixed", "bf16", "bf16-mixed", "16-true", "bf16-true"}
+)
 
 # Which Trainer switch turns which role off.
 _SWITCHES = {
@@ -257,10 +262,18 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
         builtin = {alias: Precision for alias in Precision.aliases}
         precisions: dict[str, Any] = {n: (cls, None) for n, cls in builtin.items()}
         for name, (cls, record) in catalog.providers("precision").items():
-            for alias in (name, *getattr(cls, "aliases", ())):
+            for alias in dict.fromkeys((name, *getattr(cls, "aliases", ()))):
+                taken = precisions.get(alias)
+                if taken is not None and taken[0] is not cls:
+                    owner = taken[1].describe() if taken[1] is not None else "the core's 32-true precision"
+                    raise PluginConflictError(
+                        f"trainer.precision: {owner} and {record.describe()} both claim the precision name "
+                        f"'{alias}'; uninstall one, or block it with SURGE_DISABLE_PLUGINS"
+                    )
                 precisions[alias] = (cls, record)
         if key not in precisions:
-            raise ProviderError(_missing("precision", key, precisions, "surge-precision"))
+            package = "surge-precision" if key in _STANDARD_PRECISIONS else ""
+            raise ProviderError(_missing("precision", key, precisions, package))
         cls, record = precisions[key]
         precision = cls()
         if record is not None:
@@ -285,7 +298,12 @@ def _missing(slot: str, name: str, found: Mapping[str, Any], package: str, catal
     hint = "".join(f" {r.describe()} is installed but {r.status}: {r.reason}." for r in unloaded)
     if any(r.status == "blocked" for r in unloaded):
         hint += " Allow a blocked one with SURGE_PLUGINS=<name> (or lift SURGE_DISABLE_PLUGINS)."
+    install = f"`pip install {package}`" if package else "a plugin that provides it"
+    import difflib
+
+    close = difflib.get_close_matches(name, list(found), n=1)
+    guess = f" Did you mean '{close[0]}'?" if close else ""
     return (
-        f"trainer.{slot}: no {slot} named '{name}'. Valid names: {valid}.{hint} "
-        f"Plugins add others (`pip install {package}`); `surge plugins` lists what is installed."
+        f"trainer.{slot}: no {slot} named '{name}'.{guess} Valid names: {valid}.{hint} "
+        f"Plugins add others ({install}); `surge plugins` lists what is installed."
     )

@@ -440,7 +440,7 @@ def _dump(trainer: Trainer, weights_only: bool) -> dict[str, Any]:
         checkpoint["plugins"] = {
             _state_key(s): s.obj.state_dict()  # type: ignore[attr-defined]
             for s in trainer._plugin_subscribers
-            if _stateful(s.obj)
+            if _stateful(s.obj) and s.obj is not trainer.precision_plugin  # that one has its own entry
         }
         if trainer.datamodule is not None:
             checkpoint["datamodule"] = trainer.datamodule.state_dict()
@@ -494,7 +494,7 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
         trainer._metrics.load_state_dict(checkpoint.get("metrics", {}), trainer.strategy.root_device)
         plugin_states = checkpoint.get("plugins", {})
         for sub in trainer._plugin_subscribers:
-            if _stateful(sub.obj) and _state_key(sub) in plugin_states:
+            if _stateful(sub.obj) and sub.obj is not trainer.precision_plugin and _state_key(sub) in plugin_states:
                 sub.obj.load_state_dict(plugin_states[_state_key(sub)])  # type: ignore[attr-defined]
         if trainer.datamodule is not None and "datamodule" in checkpoint:
             trainer.datamodule.load_state_dict(checkpoint["datamodule"])
