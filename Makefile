@@ -13,7 +13,7 @@ STAMP := $(VENV)/.surge-installed
 PLUGIN_DIRS := $(sort $(wildcard plugins/surge-*))
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean test-tpu
 
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,3 +39,29 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) surge_runs
+
+# `make test-tpu`: the surge-tpu plugin on torch_xla, in its own venv because torch_xla needs the torch
+# release it was built for (older than the torch>=2.10 the core declares, hence --no-deps for surge).
+# PJRT_DEVICE=CPU runs XLA on the host CPU, so no TPU is needed. torch is named in every install that
+# could resolve it, so pip never swaps it for a newer release. On a TPU VM: make test-tpu TPU_PJRT=TPU.
+# The default torch wheel is the CUDA build (about 7 GB with its libraries); TPU_PIP_ARGS can point the torch
+# install at an index that serves the smaller CPU build (e.g. TPU_PIP_ARGS="--extra-index-url <url>").
+TPU_VENV ?= .venv-tpu
+TPU_TORCH_SPEC ?= torch==2.9.1
+TPU_XLA_SPEC ?= torch-xla==2.9.0
+TPU_PJRT ?= CPU
+TPU_PIP_ARGS ?=
+TPU_BIN := $(TPU_VENV)/bin
+TPU_STAMP := $(TPU_VENV)/.surge-installed
+
+$(TPU_STAMP): pyproject.toml plugins/surge-devices/pyproject.toml plugins/surge-tpu/pyproject.toml Makefile
+	test -x $(TPU_BIN)/python || $(PYTHON) -m venv $(TPU_VENV)
+	$(TPU_BIN)/python -m pip install --quiet "setuptools>=68" wheel
+	$(TPU_BIN)/python -m pip install --quiet $(TPU_PIP_ARGS) "$(TPU_TORCH_SPEC)" "$(TPU_XLA_SPEC)"
+	$(TPU_BIN)/python -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; print("\n".join(d for d in deps if not d.startswith("torch")))' > $(TPU_VENV)/core-deps.txt
+	$(TPU_BIN)/python -m pip install --quiet "$(TPU_TORCH_SPEC)" -r $(TPU_VENV)/core-deps.txt "pytest>=8" "pytest-timeout>=2.3"
+	$(TPU_BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . -e plugins/surge-devices -e plugins/surge-tpu
+	touch $@
+
+test-tpu: $(TPU_STAMP)
+	PJRT_DEVICE=$(TPU_PJRT) $(TPU_BIN)/python -m pytest plugins/surge-tpu/xla_tests -q $(PYTEST_ARGS)
