@@ -149,8 +149,22 @@ class Strategy:
         self.accelerator.setup_device(self.root_device)
 
     def setup_module(self, module: nn.Module) -> nn.Module:
-        """Move the module to its device; may wrap it (the wrapped model is what the loop calls)."""
+        """Move the module to its device and return it: the returned object becomes ``trainer.module`` and
+        must be the user's Module itself (moved or converted in place). A strategy that wraps the model
+        (DistributedDataParallel) keeps the wrapper and hands it to the loop via :meth:`wrap_training_step`."""
         return module.to(self.root_device)
+
+    def wrap_training_step(self, module: nn.Module) -> Callable[..., Any]:
+        """The callable the training loop calls as ``training_step(batch, batch_idx)``, looked up once per
+        epoch. A wrapping strategy returns its wrapper, whose ``forward`` calls ``module.training_step``
+        (DDP synchronises gradients only for a forward that went through it)."""
+        return module.training_step  # type: ignore[return-value]
+
+    def accumulation_context(self, sync: bool) -> contextlib.AbstractContextManager[Any]:
+        """Wraps the forward and backward of one training micro-batch when ``accumulate_grad_batches > 1``;
+        ``sync`` is False for micro-batches whose gradients are only accumulated (an optimizer step does not
+        follow), where a distributed strategy may skip its gradient synchronisation (DDP's ``no_sync``)."""
+        return _NO_AUTOCAST
 
     def batch_to_device(self, batch: Any) -> Any:
         return move_to_device(batch, self.root_device)
@@ -163,11 +177,25 @@ class Strategy:
         """Reduce across processes; identity on a single process."""
         return tensor
 
+    def reduce_async(self, tensor: torch.Tensor, op: str = "mean") -> Callable[[], torch.Tensor]:
+        """Start :meth:`reduce` and return a function that waits for its result, so that the reduction can
+        overlap other work (the loop's step-boundary agreement). The base class reduces at once."""
+        result = self.reduce(tensor, op)
+        return lambda: result
+
     def barrier(self, name: str | None = None) -> None:
         pass
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return obj
+
+    @staticmethod
+    def with_sampler(loader: Any, sampler: Any) -> Any:
+        """A copy of the torch ``DataLoader`` ``loader`` drawing from ``sampler`` (shuffle off; batch size,
+        workers, collate function and the rest kept), for :meth:`process_dataloader`."""
+        from surge._data import with_sampler
+
+        return with_sampler(loader, sampler)
 
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
         """Agree on a decision across processes (a stop decided on one rank reaches all)."""

@@ -8,6 +8,7 @@ attribute test: no payload is built and no call is made.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ def _limit(loader: Any, limit: int | float, what: str) -> float:
 
 def fit(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
+    trainer._agreement = None
     if trainer._resume_point is None:  # nothing restored: the first epoch begins from its first batch
         state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
     if bus.fit_start:
@@ -78,11 +80,17 @@ def fit(trainer: Trainer) -> None:
                 train_epoch(trainer)
             state.current_epoch += 1
             state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
-            if trainer._checkpoint_requests:
+            serve = bool(trainer._checkpoint_requests)
+            if trainer.strategy.world_size > 1:  # a stop or request made in train_epoch_end holds on every rank
+                serve = _agree(trainer)
+            if serve:
                 trainer._serve_checkpoint_requests()
     finally:
         for handle in manual_hooks:
             handle.remove()
+        if trainer._agreement is not None:  # the last boundary's all-reduce: every rank waits for it alike
+            trainer._agreement, agreement = None, trainer._agreement
+            agreement()
     if bus.train_end:
         bus.train_end(ev.TrainEnd(trainer))
     if bus.fit_end:
@@ -130,7 +138,9 @@ def train_epoch(trainer: Trainer) -> None:
     global_val = loop.check_val_every_n_epoch is None
     val_epoch = val_every is not None and (global_val or (epoch + 1) % loop.check_val_every_n_epoch == 0)  # type: ignore[operator]
     automatic = module.automatic_optimization
-    training_step = module.training_step
+    training_step = strategy.wrap_training_step(module)  # the module's own method, or a DDP wrapper's forward
+    distributed = strategy.world_size > 1
+    no_context = _NO_CONTEXT
 
     resume = trainer._resume_point
     if resume is not None and not resume.mid_epoch:
@@ -171,15 +181,20 @@ def train_epoch(trainer: Trainer) -> None:
                 if state.should_stop and _min_reached(trainer):
                     break
             if automatic:
-                with precision.autocast(strategy.root_device):
-                    outputs = training_step(batch, batch_idx)
-                loss = _loss_of(outputs)
+                steps = (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n
+                # an unknown epoch length (n infinite) may end at any batch: keep synchronising then
+                sync = steps or math.isinf(n)
+                with strategy.accumulation_context(sync) if accumulate > 1 else no_context:
+                    with precision.autocast(strategy.root_device):
+                        outputs = training_step(batch, batch_idx)
+                    loss = _loss_of(outputs)
+                    if loss is not None:
+                        if accumulate > 1:
+                            loss = loss / accumulate
+                        trainer._backward(loss)
                 if loss is not None:
-                    if accumulate > 1:
-                        loss = loss / accumulate
-                    trainer._backward(loss)
                     pending = True
-                    if (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n:
+                    if steps:
                         optimization_step(trainer)
                         pending = False
             else:
@@ -191,8 +206,11 @@ def train_epoch(trainer: Trainer) -> None:
             batch_idx += 1
             if val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0:
                 _validate_during_fit(trainer)
-            if state.interrupted or trainer._checkpoint_requests:  # the step boundary: Ctrl-C, requested checkpoints
-                _step_boundary(trainer)
+            serve = bool(trainer._checkpoint_requests)
+            if distributed:  # one small collective: what any rank decided holds on all of them
+                serve = _agree(trainer)
+            if state.interrupted or serve:  # the step boundary: Ctrl-C, requested checkpoints
+                _step_boundary(trainer, serve)
             if loop.max_steps != -1 and state.global_step >= loop.max_steps:
                 break
             if state.should_stop and _min_reached(trainer):
@@ -239,11 +257,35 @@ def _val_check_batches(trainer: Trainer) -> int | None:
     return max(1, int(n * interval))
 
 
-def _step_boundary(trainer: Trainer) -> None:
+def _step_boundary(trainer: Trainer, serve: bool) -> None:
     """After a batch and its validation: serve requested checkpoints, then stop if Ctrl-C was pressed."""
-    if trainer._checkpoint_requests:
+    if serve:
         trainer._serve_checkpoint_requests()
     _raise_if_interrupted(trainer)
+
+
+def _agree(trainer: Trainer) -> bool:
+    """Several processes, at a step boundary: a Ctrl-C or a stop seen on any rank holds on every rank.
+
+    This rank's flags (Ctrl-C, stop, "holds no checkpoint request") start an all-reduce (max) that overlaps
+    the next step; what the previous boundary's all-reduce agreed is applied now. So a decision taken
+    during step k takes effect after step k+1, on every rank alike, and no step waits for a collective of
+    its own. Until then ``should_stop`` and ``interrupted`` hold the agreed values, not local ones.
+    Returns whether to serve checkpoint requests now: only once every rank held one (a save is
+    collective; SIGTERM reaches every rank, maybe a step apart)."""
+    state = trainer.state
+    previous = trainer._agreement
+    interrupted, stop, no_request = previous().tolist() if previous is not None else (0, 0, -1)
+    # what was agreed is sent again with the local flags: once agreed, a decision stays agreed
+    flags = [max(int(state.interrupted), interrupted), max(int(state.should_stop), stop)]
+    serve = not no_request  # every rank held a request at the last boundary: all serve theirs now
+    flags.append(-int(bool(trainer._checkpoint_requests) and not serve))
+    trainer._agreement = trainer.strategy.reduce_async(torch.tensor(flags, device=trainer.strategy.root_device), "max")
+    state.interrupted = bool(interrupted)
+    if stop and not state.should_stop:
+        state.stop_reason = state.stop_reason or "stop requested on another process"
+    state.should_stop = bool(stop)
+    return serve
 
 
 def _validate_during_fit(trainer: Trainer) -> None:
@@ -337,6 +379,9 @@ def _hook_manual_optimizers(trainer: Trainer) -> list[Any]:
     return handles
 
 
+_NO_CONTEXT = contextlib.nullcontext()
+
+
 # -- validation, test, predict --------------------------------------------------------------------------
 
 
@@ -354,6 +399,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     BatchStart, BatchEnd = ev.EVENTS[f"{stage}_batch_start"], ev.EVENTS[f"{stage}_batch_end"]
     step = getattr(module, _STEP_METHOD[stage])
     several = len(loaders) > 1
+    single = strategy.world_size == 1
     was_training = module.training
     module.eval()
     previous_context = metrics.context
@@ -384,7 +430,8 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                 if batch_end:
                     batch_end(BatchEnd(trainer, outputs, batch, batch_idx, dl_idx))  # type: ignore[call-arg]
                 batch_idx += 1
-                _raise_if_interrupted(trainer)
+                if single:  # several processes stop together at the next training step boundary instead
+                    _raise_if_interrupted(trainer)
         metrics.dataloader_idx = None
         results = _publish(trainer, write=False)
         if getattr(bus, f"{stage}_epoch_end"):

@@ -152,6 +152,7 @@ class Trainer:
         self._sigint_count = 0
         self._resume_point: ResumePoint | None = None  # set by restore_checkpoint in fit, consumed by the loops
         self._checkpoint_requests: list[tuple[Callable[[Trainer], object], str]] = []
+        self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         if self._bus.init_start:
             self._bus.init_start(ev.InitStart(self))
         if self._bus.init_end:

@@ -1,0 +1,87 @@
+"""2-process DDP throughput of Surge (``strategy="ddp"``) as a ratio to a hand-written torch DDP loop.
+
+Both variants are the program ``plugins/surge-ddp/tests/_program.py`` (``surge`` / ``reference``), started
+the same way, ``python -m torch.distributed.run --standalone --nproc-per-node=2``, on the gloo backend with
+one CPU thread per process: the same MLP, data, ``DistributedSampler`` and SGD, no per-step host copy
+(``--no-record``). Each rank reports the seconds of its training (Surge: the whole ``trainer.fit``, set-up
+included; the reference: from building its DDP wrapper to the end of its loop); a run counts as its slowest
+rank. Rounds alternate the two variants; the table reports medians and the median of the per-round ratios.
+
+Usage::
+
+    python benchmarks/ddp.py                  # markdown table on stdout
+    python benchmarks/ddp.py --json out.json  # and the samples as JSON
+    python benchmarks/ddp.py --quick          # a smoke run (seconds, numbers meaningless)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+PROGRAM = Path(__file__).resolve().parents[1] / "plugins" / "surge-ddp" / "tests" / "_program.py"
+
+
+def run(variant: str, sizes: list[str]) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as out:
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+        env["OMP_NUM_THREADS"] = "1"
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+        done = subprocess.run(
+            [*command, str(PROGRAM), variant, out, "--no-record", *sizes], env=env, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{variant} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+        ranks = [torch.load(Path(out) / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+    return {"seconds": max(r["seconds"] for r in ranks), "steps": float(ranks[0]["step"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--size", type=int, default=16384, help="samples in the data set")
+    parser.add_argument("--width", type=int, default=256, help="hidden width of the MLP")
+    parser.add_argument("--batch", type=int, default=32, help="batch size per process")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke run")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.size, args.width, args.epochs = 1, 64, 8, 1
+    sizes = [f"--size={args.size}", f"--width={args.width}", f"--batch={args.batch}", f"--epochs={args.epochs}"]
+    samples: dict[str, list[float]] = {"reference": [], "surge": []}
+    ratios: list[float] = []
+    steps = 0.0
+    for round_ in range(args.rounds):
+        order = ["reference", "surge"] if round_ % 2 == 0 else ["surge", "reference"]
+        result = {variant: run(variant, sizes) for variant in order}
+        for variant in order:
+            samples[variant].append(result[variant]["seconds"])
+        steps = result["surge"]["steps"]
+        assert steps == result["reference"]["steps"], "both variants must take the same optimizer steps"
+        ratios.append(result["reference"]["seconds"] / result["surge"]["seconds"])
+    print(
+        f"2 processes (gloo, CPU), MLP width {args.width}, batch {args.batch}/process, {int(steps)} steps, "
+        f"{args.rounds} round(s)\n"
+    )
+    print("| variant | median seconds | steps/s | throughput vs torch DDP |")
+    print("|---|---|---|---|")
+    for variant in ("reference", "surge"):
+        median = statistics.median(samples[variant])
+        ratio = 1.0 if variant == "reference" else statistics.median(ratios)
+        name = "torch DDP (hand-written)" if variant == "reference" else "surge strategy='ddp'"
+        print(f"| {name} | {median:.3f} | {steps / median:.1f} | {ratio:.3f} |")
+    if args.json:
+        args.json.write_text(json.dumps({"samples": samples, "ratios": ratios, "steps": steps}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

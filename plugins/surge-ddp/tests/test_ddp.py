@@ -1,0 +1,170 @@
+"""The ``ddp`` strategy: environment detection in process, and real 2-process gloo runs on loopback checked
+against a hand-written torch DDP loop (``_program.py reference``) on the same data, seeds and sampler."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import surge
+import torch
+from surge.testing import TinyDataModule, TinyModule
+from surge_ddp import DDPStrategy, detect, first_host
+
+PROGRAM = Path(__file__).with_name("_program.py")
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID")
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and not k.startswith("SLURM_")}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _run(out: Path, *args: str, torchrun: bool = True) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+        if torchrun
+        else [sys.executable]
+    )
+    done = subprocess.run(
+        [*launcher, str(PROGRAM), args[0], str(out), *args[1:]],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+
+
+def _assert_same(surge_run: list[dict[str, Any]], reference: list[dict[str, Any]]) -> None:
+    for rank, (got, want) in enumerate(zip(surge_run, reference, strict=True)):
+        assert got["step"] == want["step"], rank
+        assert got["losses"] == want["losses"], f"rank {rank}: per-step losses differ"
+        for name, tensor in want["weights"].items():
+            assert torch.equal(got["weights"][name], tensor), f"rank {rank}: weight {name} differs"
+
+
+# -- in process ----------------------------------------------------------------------------------------
+
+
+def test_detects_torchrun_environment() -> None:
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "GROUP_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    topo = detect(env)
+    assert (topo.global_rank, topo.local_rank, topo.node_rank, topo.world_size, topo.launcher) == (
+        3,
+        1,
+        1,
+        4,
+        "torchrun",
+    )
+
+
+def test_detects_slurm_environment_and_its_master_address() -> None:
+    env = {
+        "SLURM_PROCID": "5",
+        "SLURM_NTASKS": "8",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "2",
+        "SLURM_NODELIST": "gpu[017-020,31],cpu1",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NAME": "train",
+    }
+    topo = detect(env)
+    assert (topo.global_rank, topo.local_rank, topo.node_rank, topo.world_size) == (5, 1, 2, 8)
+    assert topo.launcher == "slurm" and topo.master_addr == "gpu017" and topo.master_port == 15000 + 4242
+    assert detect({**env, "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}).master_addr == "10.0.0.1"
+    assert detect({**env, "SLURM_JOB_NAME": "bash"}).launcher == "none"  # an interactive salloc shell
+    assert detect({}).launcher == "none"
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "host"), [("node1", "node1"), ("a,b", "a"), ("n[3-5]", "n3"), ("n[7,9]x,m", "n7x"), ("", "127.0.0.1")]
+)
+def test_first_host_of_a_slurm_node_list(nodelist: str, host: str) -> None:
+    assert first_host(nodelist) == host
+
+
+def test_one_device_trains_in_process_without_a_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    trainer = surge.Trainer(
+        strategy="ddp",
+        devices=1,
+        accelerator="cpu",
+        max_epochs=1,
+        default_root_dir=str(tmp_path),
+        plugins={"progress": False},
+    )
+    assert isinstance(trainer.strategy, DDPStrategy) and trainer.world_size == 1 and trainer.is_global_zero
+    assert trainer.strategy.timeout.total_seconds() == 300
+    model = TinyModule()
+    trainer.fit(model, datamodule=TinyDataModule())
+    assert trainer.module is model and trainer.global_step > 0
+    assert not torch.distributed.is_initialized()
+
+
+def test_without_launcher_and_relaunch_off_says_how_to_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SURGE_DDP_RELAUNCH", "0")
+    with pytest.raises(surge.SurgeError, match="torchrun --nproc-per-node=2"):
+        surge.Trainer(strategy="ddp", devices=2, accelerator="cpu")
+
+
+def test_settings_come_from_the_environment_for_the_named_strategy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SURGE_DDP_TIMEOUT", "42")
+    monkeypatch.setenv("SURGE_DDP_FIND_UNUSED_PARAMETERS", "1")
+    strategy = surge.Trainer(strategy="ddp", devices=1, accelerator="cpu").strategy
+    assert isinstance(strategy, DDPStrategy)
+    assert strategy.timeout.total_seconds() == 42 and strategy.find_unused_parameters
+    assert strategy.process_group_backend == "gloo"
+
+
+# -- two processes ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return _run(tmp_path_factory.mktemp("reference"), "reference")
+
+
+@pytest.mark.slow
+def test_torchrun_fit_matches_hand_written_ddp(tmp_path: Path, reference: list[dict[str, Any]]) -> None:
+    """Also: a test after fit reuses the group, and only rank 0 writes the CSV log and the checkpoint."""
+    runs = _run(tmp_path, "surge", "--log-metrics", "--test")
+    _assert_same(runs, reference)
+    assert runs[1]["run_dir"] is None and runs[0]["run_dir"] is not None
+    assert runs[0]["test"] == runs[1]["test"]  # test_loss logged with sync_dist: the same on both ranks
+    assert list(tmp_path.glob("surge_runs/*")) == [Path(runs[0]["run_dir"])]
+    rows = list(csv.DictReader((Path(runs[0]["run_dir"]) / "metrics.csv").open()))
+    assert [int(r["step"]) for r in rows if r["train_loss"]] == list(range(1, reference[0]["step"] + 1))
+    assert len(list(tmp_path.glob("surge_runs/*/checkpoints/*.ckpt"))) == 1
+
+
+@pytest.mark.slow
+def test_plain_python_relaunches_itself_under_torchrun(tmp_path: Path, reference: list[dict[str, Any]]) -> None:
+    _assert_same(_run(tmp_path, "surge", torchrun=False), reference)
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_skips_sync_between_steps(tmp_path: Path) -> None:
+    # 8 batches per rank and epoch, 3 per step: the last window of each epoch is partial
+    want = _run(tmp_path / "reference", "reference", "--accumulate", "3")
+    _assert_same(_run(tmp_path / "surge", "surge", "--accumulate", "3"), want)
+
+
+@pytest.mark.slow
+def test_a_stop_requested_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    runs = _run(tmp_path, "surge", "--stop-at", "3")
+    # requested during step 4 on rank 1; agreed while step 5 runs: both ranks stop after step 5
+    assert [run["step"] for run in runs] == [5, 5]

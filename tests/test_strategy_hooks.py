@@ -1,0 +1,117 @@
+"""The core's seams for distributed strategies: the training-step wrapper, the accumulation context, and the
+agreement of stop, Ctrl-C and checkpoint requests across ranks at a step boundary."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import surge
+import torch
+from surge.testing import TinyDataModule, TinyModule
+
+
+class _CPU(surge.Accelerator):
+    name: ClassVar[str] = "test-cpu"
+    device_type: ClassVar[str] = "cpu"
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return True
+
+
+class Recording(surge.Strategy):
+    """One process pretending to be rank 0 of ``world``; ``others`` plays the other ranks' flags."""
+
+    def __init__(self, world: int = 1, others: Callable[[int], list[int]] | None = None) -> None:
+        super().__init__(_CPU(), [0])
+        self.world, self.others = world, others
+        self.syncs: list[bool] = []
+        self.wrapped_calls = 0
+        self.flag_reductions = 0
+
+    @property
+    def world_size(self) -> int:
+        return self.world
+
+    def wrap_training_step(self, module: torch.nn.Module) -> Callable[..., Any]:
+        def call(batch: Any, batch_idx: int) -> Any:
+            self.wrapped_calls += 1
+            return module.training_step(batch, batch_idx)  # type: ignore[operator]
+
+        return call
+
+    def accumulation_context(self, sync: bool) -> contextlib.AbstractContextManager[Any]:
+        self.syncs.append(sync)
+        return contextlib.nullcontext()
+
+    def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        if op == "max" and tensor.shape == (3,) and self.others is not None:  # the step-boundary flags
+            self.flag_reductions += 1
+            return torch.maximum(tensor, torch.tensor(self.others(self.flag_reductions)))
+        return tensor
+
+
+def _trainer(tmp_path: Any, strategy: surge.Strategy, **kwargs: Any) -> surge.Trainer:
+    return surge.Trainer(
+        strategy=strategy,
+        accelerator=_CPU(),
+        default_root_dir=str(tmp_path),
+        plugins={"progress": False, "checkpoint": False},
+        **kwargs,
+    )
+
+
+def test_the_loop_calls_the_wrapped_step_and_marks_micro_batches_that_need_no_sync(tmp_path: Any) -> None:
+    strategy = Recording()
+    model = TinyModule()
+    trainer = _trainer(tmp_path, strategy, max_epochs=1, accumulate_grad_batches=3, limit_val_batches=0)
+    trainer.fit(model, datamodule=TinyDataModule())  # 8 batches: steps after batches 3, 6 and 8
+    assert trainer.module is model
+    assert strategy.wrapped_calls == 8
+    assert strategy.syncs == [False, False, True, False, False, True, False, True]
+    assert trainer.global_step == 3
+
+
+def test_without_accumulation_no_context_is_asked_for(tmp_path: Any) -> None:
+    strategy = Recording()
+    _trainer(tmp_path, strategy, max_epochs=1, limit_val_batches=0).fit(TinyModule(), datamodule=TinyDataModule())
+    assert strategy.syncs == [] and strategy.wrapped_calls == 8
+
+
+def test_a_single_process_makes_no_agreement_collective(tmp_path: Any) -> None:
+    strategy = Recording(world=1, others=lambda n: [0, 0, 0])
+    _trainer(tmp_path, strategy, max_epochs=1, limit_val_batches=0).fit(TinyModule(), datamodule=TinyDataModule())
+    assert strategy.flag_reductions == 0
+
+
+def test_a_stop_decided_on_another_rank_stops_this_one_at_the_same_step(tmp_path: Any) -> None:
+    # [interrupted, should_stop, -has_checkpoint_request]: another rank asks to stop in its 3rd step; the
+    # agreement started at that boundary overlaps step 4 and is applied after it, on every rank alike
+    strategy = Recording(world=2, others=lambda n: [0, int(n == 3), -1])
+    trainer = _trainer(tmp_path, strategy, max_epochs=2, limit_val_batches=0)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    assert trainer.global_step == 4 and trainer.should_stop
+    assert strategy.flag_reductions == 5  # one per step boundary (4), one after the epoch; none later
+
+
+def test_ctrl_c_on_another_rank_interrupts_this_one(tmp_path: Any) -> None:
+    strategy = Recording(world=2, others=lambda n: [int(n == 2), 0, -1])
+    trainer = _trainer(tmp_path, strategy, max_epochs=1, limit_val_batches=0)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    assert trainer.interrupted and trainer.state.status == "interrupted" and trainer.global_step == 3
+
+
+def test_checkpoint_requests_wait_until_every_rank_holds_one(tmp_path: Any) -> None:
+    # the other rank gets its request at its 4th step boundary, this one at the 1st: served after step 5
+    strategy = Recording(world=2, others=lambda n: [0, 0, 0 if n >= 4 else -1])
+    served: list[int] = []
+
+    class Asking(TinyModule):
+        def on_train_batch_end(self, trainer: surge.Trainer) -> None:
+            if trainer.global_step == 1 and not served:
+                trainer.request_checkpoint(lambda t: served.append(t.global_step), "test")
+
+    _trainer(tmp_path, strategy, max_epochs=1, limit_val_batches=0).fit(Asking(), datamodule=TinyDataModule())
+    assert served == [5]
