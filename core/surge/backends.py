@@ -83,6 +83,9 @@ class Precision:
 
     name: ClassVar[str] = "32-true"
     aliases: ClassVar[tuple[str, ...]] = ("32", "32-true", "fp32")
+    last_step_skipped: bool = False
+    """Set by :meth:`optimizer_step` when it did not update the weights (a gradient scaler found inf/NaN):
+    per-step learning-rate schedulers then do not step either, as in Lightning."""
 
     def convert_module(self, module: nn.Module) -> nn.Module:
         return module

@@ -326,7 +326,7 @@ def optimization_step(trainer: Trainer) -> None:
     if bus.after_zero_grad:
         bus.after_zero_grad(ev.AfterZeroGrad(trainer, optimizer, 0))
     trainer.state.global_step += 1
-    if trainer.lr_scheduler_configs:
+    if trainer.lr_scheduler_configs and not precision.last_step_skipped:
         _step_schedulers(trainer, "step")
 
 

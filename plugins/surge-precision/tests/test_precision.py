@@ -312,6 +312,21 @@ def test_inf_gradient_skips_the_step_and_lowers_the_scale(tmp_path) -> None:  # 
     assert all(torch.isfinite(p).all() for p in trainer.module.parameters())
 
 
+def test_a_skipped_step_does_not_step_per_step_schedulers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    class Scheduled(TinyModule):
+        def configure_optimizers(self) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.05)
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+            return [optimizer], [{"scheduler": scheduler, "interval": "step"}]
+
+    trainer = fit("16-mixed", tmp_path, module=Scheduled(), max_epochs=1, plugins=[_InfAt({3})])
+    scheduler = trainer.lr_scheduler_configs[0].scheduler
+    skipped = trainer.precision_plugin.skipped_steps
+    assert skipped >= 1  # the injected one (and any the scaler's first, too large scale overflowed)
+    assert trainer.global_step == 8 and scheduler.last_epoch == 8 - skipped  # a skipped step steps no scheduler
+    assert trainer.optimizers[0].param_groups[0]["lr"] == 0.05 * 0.5 ** (8 - skipped)
+
+
 def test_scaler_state_round_trips_through_a_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
     trainer = fit("16-mixed", tmp_path, max_epochs=1, plugins=[_InfAt({0, 2})])
     saved = trainer.precision_plugin.state_dict()
