@@ -140,7 +140,7 @@ def train_epoch(trainer: Trainer) -> None:
     automatic = module.automatic_optimization
     training_step = strategy.wrap_training_step(module)  # the module's own method, or a DDP wrapper's forward
     distributed = strategy.world_size > 1
-    no_context = _NO_CONTEXT
+    no_context, unknown_length = _NO_CONTEXT, math.isinf(n)
 
     resume = trainer._resume_point
     if resume is not None and not resume.mid_epoch:
@@ -183,8 +183,7 @@ def train_epoch(trainer: Trainer) -> None:
             if automatic:
                 steps = (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n
                 # an unknown epoch length (n infinite) may end at any batch: keep synchronising then
-                sync = steps or math.isinf(n)
-                with strategy.accumulation_context(sync) if accumulate > 1 else no_context:
+                with strategy.accumulation_context(steps or unknown_length) if accumulate > 1 else no_context:
                     with precision.autocast(strategy.root_device):
                         outputs = training_step(batch, batch_idx)
                     loss = _loss_of(outputs)
