@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,22 @@ from surge.plugins import Catalog, PluginRecord
 _STANDARD_PRECISIONS = frozenset(
     {"64", "64-true", "fp64", "16", "16-mixed", "bf16", "bf16-mixed", "16-true", "bf16-true"}
 )
+
+# The seed Trainer's switches for training techniques: the Trainer argument, the plugin that serves it, the
+# distribution that ships that plugin, and the plugin settings the argument's value stands for (None: the
+# argument is at its default and asks for nothing).
+SEED_SWITCHES: dict[str, tuple[str, str, Callable[[Any], dict[str, Any] | None]]] = {
+    "max_time": ("timer", "surge-callbacks", lambda v: None if v is None else {"duration": v}),
+    "accumulate_grad_batches": (
+        "gradient_accumulation_scheduler",
+        "surge-callbacks",
+        lambda v: {"scheduling": dict(v)} if isinstance(v, Mapping) else None,
+    ),
+    "stochastic_weight_avg": ("swa", "surge-swa", lambda v: {} if v else None),
+    "track_grad_norm": ("grad_norm", "surge-callbacks", lambda v: None if v == -1 else {"norm_type": v}),
+    "terminate_on_nan": ("nan_guard", "surge-callbacks", lambda v: {} if v else None),
+    "log_gpu_memory": ("device_stats", "surge-callbacks", lambda v: None if v is None else {"gpu_memory": v}),
+}
 
 # Which Trainer switch turns which role off.
 _SWITCHES = {
@@ -39,6 +55,8 @@ class Requests:
     """Logger plugins chosen by name; ``None`` means the default loggers."""
     problems: list[tuple[str, str]] = field(default_factory=list)
     """Malformed entries, reported by :func:`activate` together with unknown names and bad settings."""
+    origins: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Plugins asked for by a seed switch: name -> (the Trainer argument, the distribution shipping it)."""
 
     @property
     def names(self) -> set[str]:
@@ -97,6 +115,15 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
                 problems.append((f"trainer.logger[{i}]", f"got {item!r}: use a logger plugin name or object"))
             else:
                 req.instances.append(item)
+    for argument, (name, distribution, settings_of) in SEED_SWITCHES.items():
+        settings = settings_of(getattr(config, argument))
+        if settings is None:
+            continue
+        if name in req.off:
+            problems.append((f"trainer.{argument}", f"asks for the '{name}' plugin, which trainer.plugins switches off"))
+            continue
+        req.on[name] = {**settings, **req.on.get(name, {})}  # settings given in plugins= win
+        req.origins[name] = (argument, distribution)
     for switch, role in _SWITCHES.items():
         if not getattr(config, switch):
             req.roles_off.add(role)
@@ -123,7 +150,15 @@ def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
     problems: list[tuple[str, str]] = list(req.problems)
     for name in sorted(req.names | req.off):
         record = catalog.records.get(name)
-        if record is None:
+        if record is None and name in req.origins:
+            argument, distribution = req.origins[name]
+            problems.append(
+                (
+                    f"trainer.{argument}",
+                    f"needs the '{name}' plugin, which is not installed; `pip install {distribution}` adds it",
+                )
+            )
+        elif record is None:
             problems.append((f"trainer.plugins.{name}", _unknown_plugin(name, catalog)))
         elif record.plugin is None:
             problems.append((f"trainer.plugins.{name}", f"{record.describe()} is {record.status}: {record.reason}"))

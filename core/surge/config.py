@@ -38,10 +38,14 @@ class TrainerConfig(BaseModel):
     enable_progress_bar: bool = True
     enable_model_summary: bool = True
     plugins: Any = None
+    profiler: Any = None
+    """A profiler provider's name (``"simple"``, ``"advanced"``, ``"pytorch"`` from surge-profilers) or object."""
     # loop length
     max_epochs: int | None = Field(None, ge=-1)
     min_epochs: int | None = Field(None, ge=0)
     max_steps: int = Field(-1, ge=-1)
+    max_time: str | dict[str, int] | None = None
+    """Stop after this wall time: ``"DD:HH:MM:SS"`` or ``{"hours": 1, "minutes": 30}`` (the ``timer`` plugin)."""
     min_steps: int | None = Field(None, ge=0)
     limit_train_batches: Fraction | None = Field(None, ge=0)
     limit_val_batches: Fraction | None = Field(None, ge=0)
@@ -54,9 +58,18 @@ class TrainerConfig(BaseModel):
     check_val_every_n_epoch: int | None = Field(1, ge=1)
     num_sanity_val_steps: int = Field(2, ge=-1)
     # optimisation
-    accumulate_grad_batches: int = Field(1, ge=1)
+    accumulate_grad_batches: int | dict[int, int] = 1
+    """Micro-batches per optimizer step; ``{epoch: k}`` changes it from those epochs on (the
+    ``gradient_accumulation_scheduler`` plugin)."""
     gradient_clip_val: Fraction | None = Field(None, ge=0)
     gradient_clip_algorithm: Literal["norm", "value"] = "norm"
+    # seed switches for training techniques, each served by a plugin (see ``SEED_SWITCHES``)
+    stochastic_weight_avg: bool = False
+    track_grad_norm: int | float | str = -1
+    terminate_on_nan: bool = False
+    log_gpu_memory: str | None = None
+    auto_lr_find: bool | str = False
+    auto_scale_batch_size: bool | str = False
     # data
     reload_dataloaders_every_n_epochs: int = Field(0, ge=0)
     multiple_trainloader_mode: Literal["max_size_cycle", "min_size"] = "max_size_cycle"
@@ -103,6 +116,28 @@ class TrainerConfig(BaseModel):
             raise ValueError(
                 f"a float is a fraction of the batches and must be <= 1.0; for a count pass an int ({int(value)})"
             )
+        return value
+
+    @field_validator("accumulate_grad_batches")
+    @classmethod
+    def _accumulate(cls, value: int | dict[int, int]) -> int | dict[int, int]:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("must be >= 1")
+        if isinstance(value, dict):
+            if not value:
+                raise ValueError("an {epoch: batches} schedule needs at least one entry")
+            bad = {e: k for e, k in value.items() if e < 0 or k < 1}
+            if bad:
+                raise ValueError(f"{bad}: epochs must be >= 0 and batch counts >= 1")
+        return value
+
+    @field_validator("track_grad_norm")
+    @classmethod
+    def _norm_type(cls, value: int | float | str) -> int | float | str:
+        if isinstance(value, str) and value != "inf":
+            raise ValueError("a p-norm order: a number > 0, 'inf', or -1 for off")
+        if not isinstance(value, str) and value != -1 and value <= 0:
+            raise ValueError("a p-norm order: a number > 0, 'inf', or -1 for off")
         return value
 
     @model_validator(mode="after")

@@ -133,7 +133,6 @@ def train_epoch(trainer: Trainer) -> None:
     module, strategy, precision = trainer.module, trainer.strategy, trainer.precision_plugin
     epoch = state.current_epoch
     n = trainer.num_training_batches
-    accumulate = trainer.config.accumulate_grad_batches
     val_every = _val_check_batches(trainer)
     global_val = loop.check_val_every_n_epoch is None
     val_epoch = val_every is not None and (global_val or (epoch + 1) % loop.check_val_every_n_epoch == 0)  # type: ignore[operator]
@@ -151,6 +150,9 @@ def train_epoch(trainer: Trainer) -> None:
         bus.train_epoch_start(ev.TrainEpochStart(trainer, epoch))
     module.train()
     metrics.context = "train"
+    accumulate = trainer.accumulate_grad_batches  # after train_epoch_start: a plugin may change it there
+    if accumulate < 1 or not isinstance(accumulate, int):
+        raise SurgeError(f"trainer.accumulate_grad_batches is {accumulate!r} for epoch {epoch}; it must be an int >= 1")
     end = n
     if resume is None:
         state.epoch_rng = epoch_start_states(trainer.train_dataloader)  # once per epoch, for checkpoints

@@ -39,7 +39,7 @@ ROLES = ("logger", "progress", "checkpoint", "model_summary")
 """Roles the Trainer's switches act on: ``logger=``, ``enable_progress_bar``, ``enable_checkpointing``,
 ``enable_model_summary``."""
 
-PROVIDER_SLOTS = ("accelerator", "strategy", "precision", "checkpoint_io", "profiler")
+PROVIDER_SLOTS = ("accelerator", "strategy", "precision", "checkpoint_io", "profiler", "tuner")
 """Trainer arguments whose string values name a provider."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")

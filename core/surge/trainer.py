@@ -146,6 +146,11 @@ class Trainer:
         self.test_dataloaders: list[Any] = []
         self.predict_dataloaders: list[Any] = []
         self.num_training_batches: float = 0
+        self.accumulate_grad_batches: int = self.config.accumulate_grad_batches if isinstance(
+            self.config.accumulate_grad_batches, int
+        ) else 1
+        """Micro-batches per optimizer step, read when each training epoch starts (after ``train_epoch_start``,
+        so a plugin may change it there: the ``gradient_accumulation_scheduler`` does)."""
         self.num_val_batches: list[float] = []
         self.num_sanity_val_batches: list[float] = []
         self._run_dir: RunDirectory | None = None
@@ -245,7 +250,7 @@ class Trainer:
     @property
     def estimated_stepping_batches(self) -> float:
         """Optimizer steps the fit will take, for schedulers such as ``OneCycleLR``."""
-        per_epoch = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches)
+        per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches)
         total = per_epoch * self._loop.max_epochs if self._loop.max_epochs != -1 else math.inf
         return min(total, self._loop.max_steps) if self._loop.max_steps != -1 else total
 
@@ -440,7 +445,7 @@ class Trainer:
             raise SurgeError(f"trainer.{stage}() needs {type(model).__name__}.{needed}(self, batch, batch_idx)")
         if stage == "fit" and not overrides(model, Module, "configure_optimizers"):
             raise SurgeError(f"trainer.fit() needs {type(model).__name__}.configure_optimizers(self)")
-        if stage == "fit" and not model.automatic_optimization and self.config.accumulate_grad_batches != 1:
+        if stage == "fit" and not model.automatic_optimization and self.config.accumulate_grad_batches not in (1, {0: 1}):
             raise ConfigError(
                 [("trainer.accumulate_grad_batches", "must be 1 with manual optimization; accumulate in training_step")]
             )

@@ -446,7 +446,7 @@ def _train_total(trainer: surge.Trainer, done: int) -> float:
     fit inside it."""
     total = float(trainer.num_training_batches)
     if trainer.max_steps != -1:
-        left = max(trainer.max_steps - trainer.global_step, 0) * trainer.config.accumulate_grad_batches
+        left = max(trainer.max_steps - trainer.global_step, 0) * trainer.accumulate_grad_batches
         total = min(total, float(done + left))
     return total
 
