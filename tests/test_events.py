@@ -250,10 +250,13 @@ validation_end
 teardown                 stage=validate
 """
 
-TEST_ORDER = VALIDATE_ORDER.replace("validation_", "test_").replace("=validate", "=test").replace("=validation", "=test")
+TEST_ORDER = (
+    VALIDATE_ORDER.replace("validation_", "test_").replace("=validate", "=test").replace("=validation", "=test")
+)
 # predict logs no hyper-parameters and TinyModule's predict_step logs nothing
 PREDICT_ORDER = "\n".join(
-    line for line in VALIDATE_ORDER.replace("validation_", "predict_").replace("=validate", "=predict").splitlines()
+    line
+    for line in VALIDATE_ORDER.replace("validation_", "predict_").replace("=validate", "=predict").splitlines()
     if not line.startswith("log_")
 )
 

@@ -205,12 +205,12 @@ def test_the_hash_is_the_documented_one(site: dict[str, Path]) -> None:
 
 def test_every_mismatch_is_listed_at_once_with_one_command_for_all(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     profile = _without(_repin(env.lock, "surge-test-alpha", '"==1.0.1"'), "surge-test-pair")
-    env.use(profile + 'surge-test-absent = "0.3.1"\n\n[plugins]\nswa = true\n', monkeypatch)
+    env.use(profile + 'surge-test-absent = "0.3.1"\n\n[plugins]\nabsent_plugin = true\n', monkeypatch)
     with pytest.raises(LabError) as info:
         _trainer(env.root)
     message = str(info.value)
     assert "(4 problem(s))" in message
-    assert "swa: forced on by the lab, but no installed distribution provides it" in message
+    assert "absent_plugin: forced on by the lab, but no installed distribution provides it" in message
     assert (
         "all at once: pip uninstall -y surge-test-pair && pip install 'surge-test-absent==0.3.1' 'surge-test-alpha==1.0.1'"
         in message

@@ -67,7 +67,9 @@ def test_a_real_run_plots_to_png(make_trainer, tmp_path: Path, capsys: pytest.Ca
         (["plot", "{run}", "--metrics", "los"], "--metrics: no metric 'los'; logged: train_loss_step, val_loss"),
     ],
 )
-def test_errors_say_what_and_how(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+def test_errors_say_what_and_how(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.csv").write_text(CSV)

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from surge._bus import Subscriber, Tier
+from surge._bus import Subscriber, Tier, Timing, timing
 from surge.backends import Accelerator, Precision, Strategy
 from surge.config import TrainerConfig, format_validation_error
 from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
@@ -71,23 +71,14 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
     if plugins is None:
         pass
     elif isinstance(plugins, Mapping):
-        for name, value in plugins.items():
-            path = f"trainer.plugins.{name}"
-            if not isinstance(name, str):
-                problems.append((path, "keys must be plugin names"))
-            elif value is False:
-                req.off.add(name)
-            elif value is True:
-                req.on[name] = {}
-            elif isinstance(value, Mapping):
-                req.on[name] = dict(value)
-            else:
-                problems.append((path, f"got {value!r}: use True, False or a dict of the plugin's settings"))
+        _add_settings(req, plugins, "trainer.plugins", problems)
     elif isinstance(plugins, (list, tuple)):
         for i, item in enumerate(plugins):
             if isinstance(item, str):
                 req.on[item] = {}
-            elif isinstance(item, (int, float, bool, bytes, Mapping)) or item is None:
+            elif isinstance(item, Mapping):  # {name: settings} beside names and objects
+                _add_settings(req, item, f"trainer.plugins[{i}]", problems)
+            elif isinstance(item, (int, float, bool, bytes)) or item is None:
                 problems.append(
                     (f"trainer.plugins[{i}]", f"got {item!r}: list entries are plugin names or plugin objects")
                 )
@@ -120,7 +111,9 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
         if settings is None:
             continue
         if name in req.off:
-            problems.append((f"trainer.{argument}", f"asks for the '{name}' plugin, which trainer.plugins switches off"))
+            problems.append(
+                (f"trainer.{argument}", f"asks for the '{name}' plugin, which trainer.plugins switches off")
+            )
             continue
         req.on[name] = {**settings, **req.on.get(name, {})}  # settings given in plugins= win
         req.origins[name] = (argument, distribution)
@@ -143,6 +136,22 @@ def _instance_tier(obj: object) -> Tier:
 def instance_name(obj: object) -> str:
     name = getattr(obj, "surge_name", None)
     return name if isinstance(name, str) and name else type(obj).__name__
+
+
+def _add_settings(req: Requests, entries: Mapping[Any, Any], path: str, problems: list[tuple[str, str]]) -> None:
+    """``{name: True | False | settings}``: switch plugins on (with settings) or off."""
+    for name, value in entries.items():
+        where = f"{path}.{name}"
+        if not isinstance(name, str):
+            problems.append((where, "keys must be plugin names"))
+        elif value is False:
+            req.off.add(name)
+        elif value is True:
+            req.on[name] = {}
+        elif isinstance(value, Mapping):
+            req.on[name] = dict(value)
+        else:
+            problems.append((where, f"got {value!r}: use True, False or a dict of the plugin's settings"))
 
 
 def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
@@ -223,6 +232,14 @@ class Providers:
     strategy: Strategy
     precision: Precision
     subscribers: list[Subscriber]
+    profiler: object | None = None
+    """The profiler chosen by ``profiler=`` (a bus subscriber like the others; see docs/plugins.md,
+    "Profilers"), or ``None``."""
+
+    def bus_timing(self, trace: bool) -> Timing | None:
+        """How the Trainer's buses time their handlers: ``SURGE_TRACE_PLUGINS`` (``trace``) and the profiler's
+        ``handler_timer`` when it has one; ``None`` (plain dispatchers) when neither asks."""
+        return timing(trace, getattr(self.profiler, "handler_timer", None))
 
 
 def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
@@ -316,7 +333,28 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
             subscribers.append(
                 Subscriber(f"{record.name}.precision", precision, Tier.PROVIDER, record.distribution, record.version)
             )
-    return Providers(accelerator, strategy, precision, subscribers)
+    profiler = _resolve_profiler(catalog, config.profiler, subscribers)
+    return Providers(accelerator, strategy, precision, subscribers, profiler)
+
+
+def _resolve_profiler(catalog: Catalog, arg: Any, subscribers: list[Subscriber]) -> object | None:
+    """``profiler=``: None (no profiler: nothing is registered, the bus stays untimed), a provider's name,
+    or an object with ``@surge.hookimpl`` handlers (it joins as a provider-tier subscriber)."""
+    if arg is None:
+        return None
+    if isinstance(arg, str):
+        profilers = catalog.providers("profiler")
+        if arg not in profilers:
+            raise ProviderError(_missing("profiler", arg, profilers, "surge-profilers", catalog))
+        profiler, sub = _build("profiler", arg, profilers)
+        subscribers.append(sub)
+        return profiler
+    if isinstance(arg, (bool, int, float, bytes, Mapping, list, tuple)):
+        raise ConfigError(
+            [("trainer.profiler", f"got {arg!r}: pass a profiler's name ('simple', 'advanced', 'pytorch') or object")]
+        )
+    subscribers.append(Subscriber(instance_name(arg) if hasattr(arg, "surge_name") else "profiler", arg, Tier.PROVIDER))
+    return arg
 
 
 def _build(slot: str, name: str, found: Mapping[str, tuple[Any, PluginRecord]]) -> tuple[Any, Subscriber]:

@@ -4,6 +4,10 @@ At start-up every event gets either ``None`` (nobody subscribed: the loop builds
 call) or a dispatcher holding its handlers in resolved order. Ordering: tier (providers, participants, the
 user's Module, observers), then ``tryfirst``/``trylast`` within the tier, then registration order, then the
 named ``before=``/``after=`` constraints applied as a stable topological sort.
+
+Instrumentation: a bus built with a :class:`Timing` (``SURGE_TRACE_PLUGINS=1``, or a profiler with a
+``handler_timer``) wraps every handler once, at start-up, in a timing call; without one, the dispatchers
+are the plain ones and the hot path has no clock and no extra call.
 """
 
 from __future__ import annotations
@@ -101,32 +105,83 @@ class _DispatchAll(_Dispatch):
             raise first
 
 
-class _TracingDispatch(_Dispatch):
-    """``SURGE_TRACE_PLUGINS=1``: logs every dispatch with each handler and its time."""
+HandlerTimer = Callable[[str, str, float, float], None]
+"""``timer(event_name, subscriber_name, start, end)``: called after every handler call of a timed bus, with
+``time.perf_counter()`` taken just before and just after the call (also when the handler raised)."""
 
-    __slots__ = ("inner",)
 
-    def __init__(self, inner: _Dispatch) -> None:
+@dataclass(frozen=True)
+class Timing:
+    """How a bus times its handlers: the one instrumentation point of the dispatch.
+
+    ``log``: a trace line per dispatch with each handler and its time (``SURGE_TRACE_PLUGINS=1``);
+    ``timer``: receives every handler call's times (a profiler's ``handler_timer``, see docs/plugins.md,
+    "Profilers"). A bus built without a ``Timing`` has plain dispatchers: no wrapper, no clock, no branch.
+    """
+
+    log: bool = False
+    timer: HandlerTimer | None = None
+
+
+def timing(log: bool, timer: HandlerTimer | None) -> Timing | None:
+    """The ``Timing`` for a trace flag and a profiler's timer; ``None`` when neither asks for one."""
+    return Timing(log, timer) if log or timer is not None else None
+
+
+class _TimedDispatch(_Dispatch):
+    """Calls each handler through :func:`_timed`, wrapped once when the bus is built.
+
+    ``calls`` keeps the handlers themselves (as a plain dispatcher holds them); ``inner`` is a plain
+    dispatcher of the same kind (stop at the first error, or run all) over the wrapped ones.
+    """
+
+    __slots__ = ("inner", "log", "timings")
+
+    def __init__(self, inner: _Dispatch, spec: Timing) -> None:
         super().__init__(inner.event, inner.calls)
-        self.inner = inner
+        self.log = spec.log
+        self.timings: list[str] = []
+        timer = spec.timer
+        if spec.log:
+            timer = self._note if timer is None else _both(self._note, timer)
+        assert timer is not None
+        wrapped = [(_timed(fn, inner.event, subscriber.name, timer), subscriber) for fn, subscriber in inner.calls]
+        self.inner = type(inner)(inner.event, wrapped)
 
     def __call__(self, event: Event) -> None:
-        timings: list[str] = []
-        wrapped = []
-        for fn, subscriber in self.calls:
-            wrapped.append((_timed(fn, subscriber.name, timings), subscriber))
-        self.inner.__class__(self.event, wrapped)(event)
+        if not self.log:
+            self.inner(event)
+            return
+        mark = len(self.timings)  # a handler may dispatch this event again: each call logs its own handlers
+        try:
+            self.inner(event)
+        finally:
+            timings = self.timings[mark:]
+            del self.timings[mark:]
         # bound as a trace record: shown whatever SURGE_LOG_LEVEL is, since tracing was asked for explicitly
         logger.bind(surge_trace=True).info("surge trace: {} -> {}", self.event, ", ".join(timings) or "(no handler)")
 
+    def _note(self, event: str, name: str, start: float, end: float) -> None:
+        self.timings.append(f"{name} {1e6 * (end - start):.1f}us")
 
-def _timed(fn: _Call, name: str, sink: list[str]) -> _Call:
+
+def _both(first: HandlerTimer, second: HandlerTimer) -> HandlerTimer:
+    def timer(event: str, name: str, start: float, end: float) -> None:
+        first(event, name, start, end)
+        second(event, name, start, end)
+
+    return timer
+
+
+def _timed(fn: _Call, event_name: str, name: str, timer: HandlerTimer) -> _Call:
+    clock = time.perf_counter
+
     def call(event: Event) -> Any:
-        start = time.perf_counter()
+        start = clock()
         try:
             return fn(event)
         finally:
-            sink.append(f"{name} {1e6 * (time.perf_counter() - start):.1f}us")
+            timer(event_name, name, start, clock())
 
     return call
 
@@ -183,7 +238,12 @@ class Bus:
         keyboard_interrupt: _Dispatch | None
         teardown: _Dispatch | None
 
-    def __init__(self, subscribers: Iterable[Subscriber], known_names: Iterable[str] = (), trace: bool = False) -> None:
+    def __init__(
+        self, subscribers: Iterable[Subscriber], known_names: Iterable[str] = (), trace: bool | Timing | None = False
+    ) -> None:
+        """``trace``: ``True`` for ``SURGE_TRACE_PLUGINS`` (a log line per dispatch), or a :class:`Timing`
+        (a profiler's handler timer, with or without the log line); falsy: plain dispatchers."""
+        spec = Timing(log=True) if trace is True else trace if isinstance(trace, Timing) else None
         self._subscribers = list(subscribers)
         self._manager = _register(self._subscribers)
         by_plugin = {id(s.obj): s for s in self._subscribers}
@@ -203,8 +263,8 @@ class Bus:
             if entries:
                 cls = _DispatchAll if name in _RUN_ALL else _Dispatch
                 dispatch = cls(name, [(_caller(impl), sub) for impl, sub in entries])
-                if trace:
-                    dispatch = _TracingDispatch(dispatch)
+                if spec is not None:
+                    dispatch = _TimedDispatch(dispatch, spec)
             setattr(self, name, dispatch)
 
     @property

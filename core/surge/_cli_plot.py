@@ -76,9 +76,7 @@ def select(series: dict[str, list[tuple[float, float, float]]], wanted: Sequence
     if wanted:
         unknown = [w for w in wanted if w not in names and w not in {stem(n) for n in names}]
         if unknown:
-            raise SurgeError(
-                f"--metrics: no metric {', '.join(map(repr, unknown))}; logged: {', '.join(names)}"
-            )
+            raise SurgeError(f"--metrics: no metric {', '.join(map(repr, unknown))}; logged: {', '.join(names)}")
         names = [n for n in names if n in wanted or stem(n) in wanted]
     panels: dict[str, list[str]] = {}
     for name in names:
@@ -105,7 +103,9 @@ def render(
     try:
         import matplotlib
     except ImportError:
-        raise SurgeError("surge plot needs matplotlib: `pip install 'surge[plot]'` (or `pip install matplotlib`)") from None
+        raise SurgeError(
+            "surge plot needs matplotlib: `pip install 'surge[plot]'` (or `pip install matplotlib`)"
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

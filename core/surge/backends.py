@@ -26,6 +26,10 @@ class Accelerator:
     auto_priority: ClassVar[int] = 0
     """``accelerator="auto"`` picks the available accelerator with the highest priority."""
 
+    inference_mode_ok: ClassVar[bool] = True
+    """Whether evaluation on this device may run under ``torch.inference_mode``; False (XLA, which has no
+    inference tensors) makes evaluation run under ``torch.no_grad`` whatever ``Trainer(inference_mode=...)``."""
+
     @classmethod
     def is_available(cls) -> bool:
         raise NotImplementedError
@@ -119,6 +123,10 @@ class Strategy:
     """
 
     name: ClassVar[str] = ""
+    inference_mode_ok: ClassVar[bool] = True
+    """Whether evaluation may run under ``torch.inference_mode`` (``Trainer(inference_mode=True)``); a strategy
+    whose evaluation creates tensors that training reuses later (FSDP's gathered parameters, XLA's graphs) says
+    False, and evaluation then runs under ``torch.no_grad``."""
 
     def __init__(self, accelerator: Accelerator, device_indices: Sequence[int], num_nodes: int = 1) -> None:
         self.accelerator = accelerator
@@ -203,6 +211,43 @@ class Strategy:
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
         """Agree on a decision across processes (a stop decided on one rank reaches all)."""
         return decision
+
+    # checkpoints: what the module and optimizer states are, and how a checkpoint reaches storage
+    async_checkpoint_save: ClassVar[bool] = True
+    """Whether a checkpoint dict may be written by a background thread of global rank zero alone (the
+    checkpoint plugin's ``async_save``). False when every process writes its own shard."""
+
+    def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        """The ``state_dict`` entry of a checkpoint. A sharding strategy returns this process's shards."""
+        return module.state_dict()
+
+    def load_module_state_dict(self, module: nn.Module, state: Mapping[str, Any]) -> None:
+        module.load_state_dict(state)
+
+    def optimizer_state_dict(self, module: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        return optimizer.state_dict()
+
+    def load_optimizer_state_dict(
+        self, module: nn.Module, optimizer: torch.optim.Optimizer, state: Mapping[str, Any]
+    ) -> None:
+        optimizer.load_state_dict(dict(state))
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], url: str) -> None:
+        """Write ``checkpoint`` to ``url``; called on every process. The base class writes one file, crash-safely
+        (:func:`surge.checkpoint.save`), on global rank zero; a sharding strategy has every process write."""
+        if self.is_global_zero:
+            from surge.checkpoint import save
+
+            save(checkpoint, url)
+
+    def load_checkpoint(
+        self, url: str, module: nn.Module, optimizers: Sequence[torch.optim.Optimizer], *, trusted: bool = False
+    ) -> dict[str, Any]:
+        """Read the checkpoint at ``url`` on every process (:func:`surge.checkpoint.load`); a sharding
+        strategy reads its shards into the layout of ``module`` and ``optimizers``."""
+        from surge.checkpoint import load
+
+        return load(url, trusted=trusted)
 
     def teardown(self) -> None:
         self.accelerator.teardown()

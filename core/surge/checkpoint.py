@@ -37,6 +37,8 @@ and, inside an open gradient-accumulation window, ``accumulated_grads``. Plugins
 
 from __future__ import annotations
 
+import contextlib
+import glob as _glob
 import hashlib
 import io
 import os
@@ -55,7 +57,7 @@ from loguru import logger
 from surge import _resume
 from surge import events as ev
 from surge._bus import Subscriber, Tier
-from surge.errors import CheckpointError, SurgeError
+from surge.errors import CheckpointError, CheckpointSaveError, SurgeError
 
 if TYPE_CHECKING:
     from surge.trainer import Trainer
@@ -65,6 +67,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MARKER_SUFFIX",
     "CheckpointError",
+    "CheckpointSaveError",
     "is_valid",
     "load",
     "marker_url",
@@ -77,6 +80,8 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 2
+SHARDS_INFIX = ".shards-"
+"""A sharded checkpoint ``PATH`` keeps its shards in directories ``PATH.shards-<id>`` (see surge-fsdp)."""
 MARKER_SUFFIX = ".sha256"
 ALIASES = ("last", "best")
 """``ckpt_path`` values that active plugins resolve (see :func:`_resolve`)."""
@@ -97,21 +102,28 @@ def save(checkpoint: Mapping[str, Any], url: str) -> str:
     """Write ``checkpoint`` to ``url`` crash-safely with its commit marker (see the module docstring).
 
     Returns ``url``. The marker is written only after the data is complete, so an interrupted save never
-    leaves something :func:`load` accepts.
+    leaves something :func:`load` accepts. A failed write (a full disk, a denied permission, a connection
+    dropped mid-upload) raises :class:`CheckpointSaveError` naming ``url`` and the cause.
     """
     fs, path = fsspec.core.url_to_fs(url)
     name = posixpath.basename(path)
-    if isinstance(fs, LocalFileSystem):
-        _save_local(checkpoint, path, name)
-    else:
-        buffer = io.BytesIO()
-        torch.save(checkpoint, buffer)  # serialized before any upload: a pickling error touches nothing
-        data = buffer.getvalue()
-        parent = posixpath.dirname(path)
-        if parent:
-            fs.makedirs(parent, exist_ok=True)
-        fs.pipe_file(path, data)
-        fs.pipe_file(path + MARKER_SUFFIX, _marker_line(hashlib.sha256(data).hexdigest(), name))
+    try:
+        if isinstance(fs, LocalFileSystem):
+            _save_local(checkpoint, path, name)
+        else:
+            buffer = io.BytesIO()
+            torch.save(checkpoint, buffer)  # serialized before any upload: a pickling error touches nothing
+            data = buffer.getvalue()
+            parent = posixpath.dirname(path)
+            if parent:
+                fs.makedirs(parent, exist_ok=True)
+            fs.pipe_file(path, data)
+            fs.pipe_file(path + MARKER_SUFFIX, _marker_line(hashlib.sha256(data).hexdigest(), name))
+    except OSError as exc:  # ConnectionError and PermissionError included
+        raise CheckpointSaveError(
+            f"could not save checkpoint {url}: {type(exc).__name__}: {exc}. Checkpoints committed before are "
+            "intact; free space, fix the permissions or the connection, then save again"
+        ) from exc
     return url
 
 
@@ -124,7 +136,12 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
         temps.append(data_tmp)
         with open(data_tmp, "xb") as f:
             writer = _HashingWriter(f)
-            torch.save(checkpoint, cast(IO[bytes], writer))
+            try:
+                torch.save(checkpoint, cast(IO[bytes], writer))
+            except RuntimeError:
+                if writer.error is not None:  # torch reports a failed write as "unexpected pos": give the cause
+                    raise writer.error from None
+                raise
             f.flush()
             os.fsync(f.fileno())
         new = writer.hexdigest()
@@ -174,10 +191,15 @@ class _HashingWriter:
     def __init__(self, file: Any) -> None:
         self._file = file
         self._hash = hashlib.sha256()
+        self.error: OSError | None = None
 
     def write(self, data: bytes) -> int:
         self._hash.update(data)
-        return self._file.write(data)  # type: ignore[no-any-return]
+        try:
+            return self._file.write(data)  # type: ignore[no-any-return]
+        except OSError as exc:
+            self.error = exc
+            raise
 
     def flush(self) -> None:
         self._file.flush()
@@ -211,6 +233,9 @@ def remove(url: str) -> None:
             fs.rm_file(target)
         except FileNotFoundError:
             pass
+    for shards in fs.glob(_glob.escape(path) + SHARDS_INFIX + "*"):  # a sharded checkpoint's data (fsdp)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(shards, recursive=True)
 
 
 def sweep(directory_url: str) -> list[str]:
@@ -428,13 +453,13 @@ def _dump(trainer: Trainer, weights_only: bool) -> dict[str, Any]:
         "surge_checkpoint_version": FORMAT_VERSION,
         "epoch": state.current_epoch,
         "global_step": state.global_step,
-        "state_dict": module.state_dict(),
+        "state_dict": trainer.strategy.module_state_dict(module),
         "hparams": dict(module.hparams),
         "plugin_set": trainer.plugin_set(),
     }
     if not weights_only:
         checkpoint["loops"] = _resume.loop_position(trainer)
-        checkpoint["optimizer_states"] = [opt.state_dict() for opt in trainer.optimizers]
+        checkpoint["optimizer_states"] = [trainer.strategy.optimizer_state_dict(module, o) for o in trainer.optimizers]
         checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
         checkpoint["precision"] = trainer.precision_plugin.state_dict()
         checkpoint["plugins"] = {
@@ -466,12 +491,19 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
     schedulers, precision, plugin and datamodule states and the loop's position (the loops continue
     from it)."""
     _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
+    if "sharded" in checkpoint and "state_dict" not in checkpoint:
+        info = checkpoint["sharded"]
+        raise CheckpointError(
+            f"checkpoint {url} is sharded (its weights are in {info.get('shards')}, written by a sharding strategy "
+            f"across {info.get('world_size')} processes); restore it with that strategy (strategy='fsdp'), or "
+            f"make one file of it with `python -m surge_fsdp.consolidate {url} OUT.ckpt`"
+        )
     if "state_dict" not in checkpoint:
         raise CheckpointError(f"checkpoint {url} is not a Surge checkpoint (it has no 'state_dict' entry)")
     bus = trainer._bus
     if bus.before_checkpoint_load:
         bus.before_checkpoint_load(ev.BeforeCheckpointLoad(trainer, checkpoint))
-    trainer.module.load_state_dict(checkpoint["state_dict"])
+    trainer.strategy.load_module_state_dict(trainer.module, checkpoint["state_dict"])
     loops = checkpoint.get("loops")
     if loops and trainer.state.stage == "fit":
         optimizer_states = checkpoint.get("optimizer_states", [])
@@ -485,7 +517,7 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
                 f"{len(trainer.lr_scheduler_configs)}; resume with the configuration that wrote it"
             )
         for opt, opt_state in zip(trainer.optimizers, optimizer_states, strict=True):
-            opt.load_state_dict(opt_state)
+            trainer.strategy.load_optimizer_state_dict(trainer.module, opt, opt_state)
             # It stepped before the save; without this torch warns when a scheduler steps before it does again.
             opt._opt_called = checkpoint.get("global_step", 0) > 0  # type: ignore[attr-defined]
         for config, sched_state in zip(trainer.lr_scheduler_configs, scheduler_states, strict=True):

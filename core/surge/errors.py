@@ -14,6 +14,7 @@ __all__ = [
     "ProviderError",
     "LabError",
     "CheckpointError",
+    "CheckpointSaveError",
 ]
 
 
@@ -60,3 +61,9 @@ class CheckpointError(SurgeError):
     """A checkpoint cannot be used: missing, empty, truncated, corrupt (its content hash does not match),
     never committed (no commit marker), or holding pickled code that the caller did not trust. The message
     names the file."""
+
+
+class CheckpointSaveError(CheckpointError, OSError):
+    """Writing a checkpoint failed (a full disk, a denied permission, a connection dropped mid-upload). The
+    message names the file and the cause; checkpoints committed before are intact. Also an ``OSError``, as
+    the underlying failure was; ``__cause__`` holds it (with its ``errno``)."""

@@ -302,7 +302,9 @@ def _from_pyproject(pyproject: Path) -> Lab | None:
     if "surge" not in text:  # most projects: no need to parse
         return None
     data = _toml(text, str(pyproject))
-    table = data.get("tool", {}).get("surge", {}).get("lab")
+    table: Any = data
+    for key in ("tool", "surge", "lab"):  # `tool = 1` is valid TOML: only tables are looked into
+        table = table.get(key) if isinstance(table, dict) else None
     if table is None:
         return None
     source = f"{pyproject} [tool.surge.lab]"
@@ -323,7 +325,11 @@ def load(location: str) -> Lab:
             f"cannot read the lab profile {location}: {type(exc).__name__}: {exc}. Fix the path or URL given "
             "with --lab or SURGE_LAB (any fsspec URL works, e.g. file:///shared/labs/vision.toml)"
         ) from exc
-    return Lab(parse(_toml(raw.decode("utf-8"), location), location), location)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 text
+        raise ConfigError([("(toml)", f"not UTF-8 text: {exc}")], f"lab profile {location}") from None
+    return Lab(parse(_toml(text, location), location), location)
 
 
 def _toml(text: str, source: str) -> dict[str, Any]:

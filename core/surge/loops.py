@@ -153,6 +153,12 @@ def train_epoch(trainer: Trainer) -> None:
     accumulate = trainer.accumulate_grad_batches  # after train_epoch_start: a plugin may change it there
     if accumulate < 1 or not isinstance(accumulate, int):
         raise SurgeError(f"trainer.accumulate_grad_batches is {accumulate!r} for epoch {epoch}; it must be an int >= 1")
+    tbptt = module.truncated_bptt_steps if automatic else 0
+    if tbptt and accumulate > 1:
+        raise SurgeError(
+            f"{type(module).__name__}.truncated_bptt_steps={tbptt} steps the optimizer once per time split; it "
+            f"cannot be combined with accumulate_grad_batches={accumulate} (set one of them back to its default)"
+        )
     end = n
     if resume is None:
         state.epoch_rng = epoch_start_states(trainer.train_dataloader)  # once per epoch, for checkpoints
@@ -182,7 +188,9 @@ def train_epoch(trainer: Trainer) -> None:
                 bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
                 if state.should_stop and _min_reached(trainer):
                     break
-            if automatic:
+            if tbptt:
+                outputs = _tbptt_batch(trainer, training_step, batch, batch_idx, tbptt)
+            elif automatic:
                 steps = (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n
                 # an unknown epoch length (n infinite) may end at any batch: keep synchronising then
                 with strategy.accumulation_context(steps or unknown_length) if accumulate > 1 else no_context:
@@ -199,7 +207,8 @@ def train_epoch(trainer: Trainer) -> None:
                         optimization_step(trainer)
                         pending = False
             else:
-                outputs = training_step(batch, batch_idx)
+                with precision.autocast(strategy.root_device):  # the steps are the user's; the autocast is ours
+                    outputs = training_step(batch, batch_idx)
             metrics.end_step(write=trainer.should_log)
             state.total_batches += 1  # counted before train_batch_end: a checkpoint saved there includes this batch
             if bus.train_batch_end:
@@ -307,6 +316,33 @@ def _loss_of(outputs: Any) -> torch.Tensor | None:
     )
 
 
+def _tbptt_batch(trainer: Trainer, training_step: Any, batch: Any, batch_idx: int, split_size: int) -> Any:
+    """Truncated back-propagation through time: one forward, backward and optimizer step per time split,
+    the hidden state carried from split to split with its graph cut. Returns the last split's output."""
+    strategy, precision = trainer.strategy, trainer.precision_plugin
+    hiddens: Any = None
+    outputs: Any = None
+    for split in trainer.module.tbptt_split_batch(batch, split_size):
+        with precision.autocast(strategy.root_device):
+            outputs = training_step(split, batch_idx, hiddens)
+        loss = _loss_of(outputs)
+        hiddens = _detached(outputs.get("hiddens")) if isinstance(outputs, dict) else None
+        if loss is not None:
+            trainer._backward(loss)
+            optimization_step(trainer)
+    return outputs
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
+
+
 def optimization_step(trainer: Trainer) -> None:
     """Unscale, clip, step, zero the gradients, count the step, and step per-step schedulers."""
     bus, precision = trainer._bus, trainer.precision_plugin
@@ -406,7 +442,9 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     previous_context = metrics.context
     metrics.context = stage
     predictions: list[list[Any]] = [[] for _ in loaders]
-    no_grad = torch.inference_mode() if trainer.config.inference_mode else torch.no_grad()
+    inference = trainer.config.inference_mode and trainer.strategy.inference_mode_ok
+    inference = inference and trainer.accelerator.inference_mode_ok
+    no_grad = torch.inference_mode() if inference else torch.no_grad()
     with no_grad:
         bus.emit(ev.EVENTS[f"{stage}_start"](trainer)) if getattr(bus, f"{stage}_start") else None
         if getattr(bus, f"{stage}_epoch_start"):

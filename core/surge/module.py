@@ -16,7 +16,7 @@ from surge.errors import SurgeError
 if TYPE_CHECKING:
     from surge.trainer import Trainer
 
-__all__ = ["Module", "DataModule", "HParams"]
+__all__ = ["Module", "DataModule", "HParams", "ManualOptimizer"]
 
 
 class HParams(dict):  # type: ignore[type-arg]
@@ -66,6 +66,13 @@ class Module(nn.Module):
     automatic_optimization: bool = True
     """Set to ``False`` to call ``self.optimizers()``, ``self.manual_backward`` and ``opt.step()`` yourself."""
 
+    truncated_bptt_steps: int = 0
+    """Truncated back-propagation through time (the seed's ``truncated_bptt_steps``): when > 0, each training
+    batch is cut by :meth:`tbptt_split_batch` into pieces of this many time steps, and each piece is one
+    training step with its own backward and optimizer step: ``training_step(split, batch_idx, hiddens)``,
+    where ``hiddens`` is what the previous piece returned as ``{"loss": ..., "hiddens": ...}`` (detached;
+    ``None`` for the first piece of a batch)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._surge_trainer: Trainer | None = None
@@ -88,6 +95,20 @@ class Module(nn.Module):
         if isinstance(batch, (list, tuple)):
             batch = batch[0]
         return self(batch)
+
+    def tbptt_split_batch(self, batch: Any, split_size: int) -> list[Any]:
+        """The pieces of a sequence batch for truncated back-propagation through time: every tensor (inside
+        lists, tuples and dicts) is cut along dimension 1, the time dimension of batch-first sequences, into
+        pieces of ``split_size`` steps. Override for another layout."""
+        lengths = {t.shape[1] for t in _tensors(batch) if t.dim() > 1}
+        if len(lengths) != 1:
+            raise SurgeError(
+                f"{type(self).__name__}.tbptt_split_batch: the batch's tensors have time lengths {sorted(lengths)} "
+                "along dimension 1; truncated_bptt_steps needs batch-first sequences of one length, or override "
+                "tbptt_split_batch(batch, split_size)"
+            )
+        (length,) = lengths
+        return [_slice_time(batch, start, start + split_size) for start in range(0, length, split_size)]
 
     def configure_optimizers(self) -> Any:
         """Return an optimizer, a list of them, ``(optimizers, schedulers)``, or a dict
@@ -146,9 +167,20 @@ class Module(nn.Module):
         for name, value in values.items():
             self.log(name, value, **kwargs)
 
-    def optimizers(self) -> Any:
-        """The optimizer (or list of them) from ``configure_optimizers``, for manual optimization."""
+    def optimizers(self, use_pl_optimizer: bool = True) -> Any:
+        """The optimizer (or list of them) from ``configure_optimizers``, for manual optimization.
+
+        Each comes wrapped in a :class:`ManualOptimizer`, whose ``step`` goes through the precision plugin (with
+        ``16-mixed`` the gradient scaler unscales, skips a non-finite step and updates its scale, as after
+        :meth:`manual_backward`'s scaled backward it must); ``use_pl_optimizer=False`` (Lightning's name)
+        returns the bare optimizers."""
         optimizers = self.trainer.optimizers
+        if use_pl_optimizer:
+            cached: list[ManualOptimizer] = self.__dict__.get("_surge_manual_optimizers") or []
+            if [m.optimizer for m in cached] != optimizers:
+                cached = [ManualOptimizer(o, self.trainer) for o in optimizers]
+                self.__dict__["_surge_manual_optimizers"] = cached
+            optimizers = cached  # type: ignore[assignment]
         return optimizers[0] if len(optimizers) == 1 else optimizers
 
     def lr_schedulers(self) -> Any:
@@ -169,6 +201,27 @@ class Module(nn.Module):
         """``print`` on the global-zero process only."""
         if self._surge_trainer is None or self._surge_trainer.is_global_zero:
             print(*args, **kwargs)
+
+
+class ManualOptimizer:
+    """An optimizer as manual optimization hands it out (``self.optimizers()``): ``step`` goes through the
+    Trainer's precision plugin; every other attribute is the optimizer's own."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, trainer: Trainer) -> None:
+        self.optimizer = optimizer
+        self._trainer = trainer
+
+    def step(self, closure: Any = None) -> Any:
+        return self._trainer.precision_plugin.optimizer_step(self.optimizer, closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.optimizer, name)
+
+    def __repr__(self) -> str:
+        return f"ManualOptimizer({self.optimizer!r})"
 
 
 _warned: set[str] = set()
@@ -220,3 +273,25 @@ class DataModule:
 def overrides(obj: object, base: type, name: str) -> bool:
     """Whether ``type(obj)`` defines ``name`` itself rather than inheriting ``base``'s."""
     return getattr(type(obj), name, None) is not getattr(base, name, None)
+
+
+def _tensors(batch: Any) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, Mapping):
+        return [t for value in batch.values() for t in _tensors(value)]
+    if isinstance(batch, (list, tuple)):
+        return [t for value in batch for t in _tensors(value)]
+    return []
+
+
+def _slice_time(batch: Any, start: int, stop: int) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch[:, start:stop] if batch.dim() > 1 else batch
+    if isinstance(batch, Mapping):
+        return type(batch)({k: _slice_time(v, start, stop) for k, v in batch.items()})  # type: ignore[call-arg]
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(_slice_time(v, start, stop) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_slice_time(v, start, stop) for v in batch)
+    return batch

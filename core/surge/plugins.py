@@ -43,6 +43,7 @@ PROVIDER_SLOTS = ("accelerator", "strategy", "precision", "checkpoint_io", "prof
 """Trainer arguments whose string values name a provider."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
+_VALUE = re.compile(r"^[\w.]+\s*(:\s*[\w.]+\s*)?(\[.*\]\s*)?$")  # importlib.metadata's entry point syntax
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,8 @@ def _blocked_reason(record: PluginRecord, settings: SurgeSettings, requested: se
 
 def _load(ep: metadata.EntryPoint, record: PluginRecord, settings: SurgeSettings, lab: Lab | None) -> None:
     try:
+        if not _VALUE.match(ep.value):  # else importlib fails with "'NoneType' object has no attribute 'group'"
+            raise PluginError(f"entry point value {ep.value!r} is not of the form 'package.module:attribute'")
         obj = ep.load()
         if not isinstance(obj, Plugin):
             raise PluginError(

@@ -127,8 +127,10 @@ class Trainer:
         self.accelerator = providers.accelerator
         self.strategy = providers.strategy
         self.precision_plugin = providers.precision
+        self.profiler = providers.profiler
+        """The profiler chosen by ``profiler=`` (``None``: none); a bus subscriber like the other providers."""
         self._plugin_subscribers: list[Subscriber] = providers.subscribers + activate(self.catalog, requests)
-        self._trace = settings.trace_plugins
+        self._trace = providers.bus_timing(settings.trace_plugins)  # untimed (None) unless traced or profiled
         self._known_names = set(self.catalog.records) | {"module"}
         self._bus = Bus(self._plugin_subscribers, self._known_names, self._trace)  # checks order constraints now
         _checkpoint._check_state_keys(self._plugin_subscribers)
@@ -146,9 +148,9 @@ class Trainer:
         self.test_dataloaders: list[Any] = []
         self.predict_dataloaders: list[Any] = []
         self.num_training_batches: float = 0
-        self.accumulate_grad_batches: int = self.config.accumulate_grad_batches if isinstance(
-            self.config.accumulate_grad_batches, int
-        ) else 1
+        self.accumulate_grad_batches: int = (
+            self.config.accumulate_grad_batches if isinstance(self.config.accumulate_grad_batches, int) else 1
+        )
         """Micro-batches per optimizer step, read when each training epoch starts (after ``train_epoch_start``,
         so a plugin may change it there: the ``gradient_accumulation_scheduler`` does)."""
         self.num_val_batches: list[float] = []
@@ -366,6 +368,55 @@ class Trainer:
         ``ckpt_path`` and ``trusted`` as in :meth:`validate`."""
         return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path, trusted)  # type: ignore[no-any-return]
 
+    def tune(
+        self,
+        model: Module,
+        train_dataloaders: Any = None,
+        val_dataloaders: Any = None,
+        datamodule: DataModule | None = None,
+        lr_find_kwargs: Mapping[str, Any] | None = None,
+        scale_batch_size_kwargs: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Tune hyper-parameters before :meth:`fit`, with the ``tuner`` provider (``pip install surge-tuner``).
+
+        ``auto_scale_batch_size`` (``True`` or ``"power"``, or ``"binsearch"``) first finds the largest batch
+        size that fits in memory and sets it on the model's or DataModule's ``batch_size``; then
+        ``auto_lr_find`` (``True``, or the name of the attribute to set) runs the learning-rate finder and sets
+        its suggestion on ``lr``/``learning_rate`` (or that attribute). The finders run short trial fits that
+        leave the model, its optimizers and this Trainer as they were; ``*_kwargs`` go to them. Returns
+        ``{"lr_find": the LRFinder or None, "scale_batch_size": the batch size or None}``.
+        """
+        scale, find_lr = self.config.auto_scale_batch_size, self.config.auto_lr_find
+        problems = []
+        if scale not in (False, True, "power", "binsearch"):
+            problems.append(("trainer.auto_scale_batch_size", f"got {scale!r}: use True, 'power' or 'binsearch'"))
+        if find_lr == "":
+            problems.append(("trainer.auto_lr_find", "got '': use True, or the name of the attribute to set"))
+        if problems:
+            raise ConfigError(problems)
+        result: dict[str, Any] = {"lr_find": None, "scale_batch_size": None}
+        if not (scale or find_lr):
+            logger.warning("trainer.tune(): nothing to tune; pass auto_lr_find and/or auto_scale_batch_size to Trainer")
+            return result
+        tuners = self.catalog.providers("tuner")
+        if not tuners:
+            record = self.catalog.records.get("tuner")
+            why = f" ({record.describe()} is {record.status}: {record.reason})" if record and not record.plugin else ""
+            raise SurgeError(
+                f"trainer.tune() needs a tuner plugin and none is available{why}; `pip install surge-tuner` adds it"
+            )
+        factory, record = tuners["tuner"] if "tuner" in tuners else tuners[min(tuners)]
+        record.status = "active"
+        tuner = factory(self)
+        data = {"train_dataloaders": train_dataloaders, "val_dataloaders": val_dataloaders, "datamodule": datamodule}
+        if scale:  # first: the best learning rate depends on the batch size
+            options = {"mode": "power" if scale is True else scale, **(scale_batch_size_kwargs or {})}
+            result["scale_batch_size"] = tuner.scale_batch_size(model, **data, **options)
+        if find_lr:
+            options = {"update_attr": True, **({"attr_name": find_lr} if isinstance(find_lr, str) else {})}
+            result["lr_find"] = tuner.lr_find(model, **data, **{**options, **(lr_find_kwargs or {})})
+        return result
+
     # -- the run bracket: setup, exception policy, interrupt, teardown ------------------------------
     def _run(
         self,
@@ -445,7 +496,11 @@ class Trainer:
             raise SurgeError(f"trainer.{stage}() needs {type(model).__name__}.{needed}(self, batch, batch_idx)")
         if stage == "fit" and not overrides(model, Module, "configure_optimizers"):
             raise SurgeError(f"trainer.fit() needs {type(model).__name__}.configure_optimizers(self)")
-        if stage == "fit" and not model.automatic_optimization and self.config.accumulate_grad_batches not in (1, {0: 1}):
+        if (
+            stage == "fit"
+            and not model.automatic_optimization
+            and self.config.accumulate_grad_batches not in (1, {0: 1})
+        ):
             raise ConfigError(
                 [("trainer.accumulate_grad_batches", "must be 1 with manual optimization; accumulate in training_step")]
             )
@@ -640,12 +695,12 @@ class Trainer:
         return _checkpoint._dump(self, weights_only)
 
     def save_checkpoint(self, path: str, weights_only: bool = False) -> str:
-        """Write a checkpoint to ``path`` (local path or fsspec URL) with :func:`surge.checkpoint.save`,
-        crash-safely, on global rank zero; returns ``path``. Callable from a handler mid-epoch (for example
-        in ``train_batch_end``): ``fit(ckpt_path=path)`` then continues exactly from there."""
+        """Write a checkpoint to ``path`` (local path or fsspec URL) crash-safely through the strategy (one file
+        written by global rank zero with :func:`surge.checkpoint.save`, or every process's shards and a commit
+        file); returns ``path``. Callable from a handler mid-epoch (for example in ``train_batch_end``):
+        ``fit(ckpt_path=path)`` then continues exactly from there."""
         checkpoint = self.dump_checkpoint(weights_only)
-        if self.is_global_zero:
-            _checkpoint.save(checkpoint, path)
+        self.strategy.save_checkpoint(checkpoint, path)
         self.strategy.barrier("save_checkpoint")
         if self._bus.after_checkpoint_save:
             self._bus.after_checkpoint_save(ev.AfterCheckpointSave(self, checkpoint))
@@ -654,7 +709,8 @@ class Trainer:
     def restore_checkpoint(self, path: str, *, trusted: bool = False) -> None:
         """Load ``path`` with :func:`surge.checkpoint.load` and restore weights; in ``fit`` also optimizers,
         schedulers, loop and data position, RNG and plugin states."""
-        _checkpoint._restore(self, _checkpoint.load(path, trusted=trusted), path)
+        checkpoint = self.strategy.load_checkpoint(path, self.module, self.optimizers, trusted=trusted)
+        _checkpoint._restore(self, checkpoint, path)
 
     def _serve_checkpoint_requests(self) -> None:
         requests, self._checkpoint_requests = self._checkpoint_requests, []

@@ -383,7 +383,9 @@ def test_train_batch_end_is_dispatched_only_when_a_setting_needs_it(tmp_path, se
         max_epochs=1, limit_train_batches=4, num_sanity_val_steps=0, default_root_dir=str(tmp_path), plugins=[callback]
     )
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
-    ours = [name for name in trainer.event_order("train_batch_end") if name.startswith(("checkpoint", "ModelCheckpoint"))]
+    ours = [
+        name for name in trainer.event_order("train_batch_end") if name.startswith(("checkpoint", "ModelCheckpoint"))
+    ]
     assert bool(ours) is per_step  # the default costs no per-step call (nor does the default plugin standing aside)
     if "train_time_interval" not in settings:  # (a time schedule saves on time only: none within an hour)
         assert store.is_valid(callback.best_model_path or callback.last_model_path)

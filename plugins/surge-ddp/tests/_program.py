@@ -2,7 +2,7 @@
 
 ``_program.py MODE OUT [--accumulate N] [--epochs N] [--stop-at STEP] [--size N] [--batch N] [--width N]``
 
-* ``surge``: a Surge fit with ``strategy="ddp", devices=2, accelerator="cpu"`` (under torchrun, or started
+* ``surge``: a Surge fit with ``strategy="ddp"`` (or ``--strategy fsdp``), ``devices=2, accelerator="cpu"`` (under torchrun, or started
   plainly so that it relaunches itself);
 * ``reference``: the same training written by hand on torch DDP (started under torchrun);
 
@@ -114,38 +114,52 @@ def surge_fit(args: argparse.Namespace) -> None:
             self.log("test_loss", nn.functional.binary_cross_entropy_with_logits(self(x), y), sync_dist=True)
 
         def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            if args.adam:
+                return torch.optim.Adam(self.parameters(), lr=0.01)
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
     plugins: dict[str, object] = {"progress": False}
-    if args.kill_at is not None:
-        plugins["checkpoint"] = {"every_n_train_steps": 2, "save_last": True}
+    if args.kill_at is not None or args.ckpt_every:
+        plugins["checkpoint"] = {"every_n_train_steps": args.ckpt_every or 2, "save_last": True}
     elif not args.log:
         plugins["checkpoint"] = False
     surge.seed_everything(0)
     model = Net()
     loader = DataLoader(make_data(args.size, args.width), batch_size=args.batch, shuffle=True)
     trainer = surge.Trainer(
-        strategy="ddp",
+        strategy=args.strategy,
         devices=2,
         accelerator="cpu",
         max_epochs=args.epochs,
+        max_steps=args.max_steps,
         accumulate_grad_batches=args.accumulate,
         default_root_dir=args.out,
         log_every_n_steps=1,
         plugins=plugins,
     )
     start = time.perf_counter()
-    trainer.fit(model, train_dataloaders=loader, ckpt_path="last" if args.kill_at is not None else None)
+    resume = args.resume or ("last" if args.kill_at is not None else None)
+    trainer.fit(model, train_dataloaders=loader, ckpt_path=resume)
     end = time.perf_counter()
     seconds = end - model.started
     if trainer.global_rank == 0:
         print(f"fit: {end - start:.3f} s, of which set-up {model.started - start:.3f} s")
     assert trainer.module is model, "trainer.module must stay the user's Module"
+    if trainer.global_rank == 0 and args.ckpt_every:
+        print(f"last checkpoint: {trainer.default_root_dir}")
     tested = (
         trainer.test(model, DataLoader(make_data(args.size, args.width), batch_size=args.batch)) if args.test else None
     )
     _write(
-        args.out, trainer.global_rank, model.losses, model.net, trainer.global_step, seconds, trainer.run_dir, tested
+        args.out,
+        trainer.global_rank,
+        model.losses,
+        model.net,
+        trainer.global_step,
+        seconds,
+        trainer.run_dir,
+        tested,
+        trainer.node_rank,
     )
     if args.kill_at is not None:  # what the restarted attempt began from
         restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))
@@ -162,9 +176,19 @@ def _write(
     seconds: float,
     run_dir: str | None = None,
     tested: object = None,
+    node_rank: int = 0,
 ) -> None:
-    state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-    result = {"losses": losses, "weights": state, "step": step, "seconds": seconds, "run_dir": run_dir, "test": tested}
+    # full_tensor(): the whole parameter from its shards (fsdp), a collective every rank takes in the same order
+    state = {k: getattr(v, "full_tensor", v.detach)().detach().clone() for k, v in net.state_dict().items()}
+    result = {
+        "losses": losses,
+        "weights": state,
+        "step": step,
+        "seconds": seconds,
+        "run_dir": run_dir,
+        "test": tested,
+        "node_rank": node_rank,
+    }
     torch.save(result, os.path.join(out, f"rank{rank}.pt"))
 
 
@@ -178,6 +202,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--width", type=int, default=8)
+    parser.add_argument("--strategy", default="ddp", help="ddp or fsdp")
+    parser.add_argument("--adam", action="store_true", help="Adam (per-parameter optimizer state) instead of SGD")
+    parser.add_argument("--max-steps", type=int, default=-1)
+    parser.add_argument("--ckpt-every", type=int, default=0, help="save last.ckpt every N steps")
+    parser.add_argument("--resume", default=None, help="ckpt_path for fit")
     parser.add_argument("--kill-at", type=int, default=None, help="rank 1 SIGKILLs itself at this step, once")
     parser.add_argument("--no-record", dest="record", action="store_false")
     parser.add_argument("--log-metrics", dest="log", action="store_true")

@@ -3,10 +3,9 @@ against a hand-written torch DDP loop (``_program.py reference``) on the same da
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
-import os
-import subprocess
-import sys
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +14,14 @@ import surge
 import torch
 from surge.testing import TinyDataModule, TinyModule
 from surge_ddp import DDPStrategy, detect, first_host
+from surge_ddp.testing import LAUNCHER_VARS, launch
 
 PROGRAM = Path(__file__).with_name("_program.py")
-LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID")
-
-
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and not k.startswith("SLURM_")}
-    env["OMP_NUM_THREADS"] = "1"
-    return env
 
 
 def _run(out: Path, *args: str, torchrun: bool = True) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
-    launcher = (
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-        if torchrun
-        else [sys.executable]
-    )
-    done = subprocess.run(
-        [*launcher, str(PROGRAM), args[0], str(out), *args[1:]],
-        env=_clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = launch(PROGRAM, [args[0], str(out), *args[1:]], torchrun=torchrun)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
@@ -168,3 +150,44 @@ def test_a_stop_requested_on_one_rank_stops_every_rank_at_the_same_step(tmp_path
     runs = _run(tmp_path, "surge", "--stop-at", "3")
     # requested during step 4 on rank 1; agreed while step 5 runs: both ranks stop after step 5
     assert [run["step"] for run in runs] == [5, 5]
+
+
+@pytest.mark.slow
+def test_two_torchrun_agents_on_loopback_make_one_job(tmp_path: Path, reference: list[dict[str, Any]]) -> None:
+    """``torchrun --nnodes=2``: two elastic agents (two "nodes", one worker each) meet through c10d rendezvous
+    on loopback; the job equals the hand-written DDP loop, and each worker knows its node."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    rendezvous = ["--nnodes=2", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=surge-test"]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        agents = [
+            pool.submit(launch, PROGRAM, ["surge", str(tmp_path)], nproc=1, launcher_args=rendezvous) for _ in range(2)
+        ]
+        for agent in agents:
+            done = agent.result()
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    runs = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+    _assert_same(runs, reference)
+    assert sorted(run["node_rank"] for run in runs) == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_killed_rank_restarts_the_job_from_the_last_checkpoint(
+    tmp_path: Path, reference: list[dict[str, Any]]
+) -> None:
+    """``torchrun --max-restarts=1``: rank 1 is SIGKILLed during step 5. The survivor's next collective fails at
+    once (the peer's socket is gone; the 5-minute timeout bounds the worse case of a peer that hangs), the
+    agent restarts both workers, and they resume from the last checkpoint (step 4) to the same result as an
+    uninterrupted run."""
+    done = launch(
+        PROGRAM, ["surge", str(tmp_path), "--kill-at", "5"], launcher_args=["--standalone", "--max-restarts=1"]
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert "Connection reset by peer" in done.stderr or "Connection closed by peer" in done.stderr  # the survivor
+    resumed = [torch.load(tmp_path / f"resumed{rank}.pt") for rank in (0, 1)]
+    assert resumed == [{"first_step": 4, "restart": 1}] * 2
+    runs = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
+    for got, want in zip(runs, reference, strict=True):
+        assert got["step"] == want["step"] and got["losses"] == want["losses"][4:]
+        assert all(torch.equal(got["weights"][k], v) for k, v in want["weights"].items())

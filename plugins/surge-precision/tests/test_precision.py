@@ -441,25 +441,59 @@ def test_clipping_acts_on_unscaled_gradients(tmp_path) -> None:  # type: ignore[
 
 
 class _Manual(TinyModule):
-    def __init__(self) -> None:
+    """Steps by hand through ``self.optimizers()``; writes inf into a gradient at the batches ``inf_at``."""
+
+    def __init__(self, inf_at: tuple[int, ...] = ()) -> None:
         super().__init__()
         self.automatic_optimization = False
+        self.inf_at = inf_at
+        self.autocast: list[bool] = []
+        self.steps: list[dict[str, Any]] = []
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
+        self.autocast.append(torch.is_autocast_enabled("cpu"))
         opt = self.optimizers()
         opt.zero_grad()
         self.manual_backward(self._loss(batch))
+        if batch_idx in self.inf_at:
+            next(self.parameters()).grad[0, 0] = math.inf
+        before = [p.detach().clone() for p in self.parameters()]
+        scale = getattr(self.trainer.precision_plugin, "scale", None)
         opt.step()
+        precision = self.trainer.precision_plugin
+        moved = any(not torch.equal(a, b) for a, b in zip(before, self.parameters(), strict=True))
+        after = getattr(precision, "scale", None)
+        self.steps.append({"moved": moved, "skipped": precision.last_step_skipped, "scale": (scale, after)})
 
 
-def test_16_mixed_refuses_manual_optimization(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(surge.SurgeError, match="16-mixed' needs automatic optimization"):
-        fit("16-mixed", tmp_path, _Manual(), max_epochs=1)
+def test_16_mixed_manual_optimization_steps_through_the_scaler(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``self.optimizers()`` steps through the precision plugin: the inf step skipped and the scale halved, and
+    otherwise the same weights as automatic optimization."""
+    manual = _Manual(inf_at=(3,))
+    fit("16-mixed", tmp_path, manual, max_epochs=1)
+    assert all(manual.autocast)
+    assert len(manual.steps) == 8 and manual.steps[3]["skipped"]  # (the first scale, 2**16, may overflow too)
+    for step in manual.steps:  # a skipped step leaves the weights and halves the scale; others step
+        before, after = step["scale"]
+        assert step["moved"] != step["skipped"]
+        assert after == before / 2 if step["skipped"] else after >= before
+    assert sum(s["skipped"] for s in manual.steps) < 4
+    # without the injected inf, stepping by hand is exactly what the automatic loop does
+    torch.manual_seed(0)
+    by_hand = _Manual()
+    torch.manual_seed(0)
+    automatic = TinyModule()
+    fit("16-mixed", tmp_path / "manual", by_hand, max_epochs=2)
+    fit("16-mixed", tmp_path / "automatic", automatic, max_epochs=2)
+    for (name, a), b in zip(by_hand.state_dict().items(), automatic.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
 
 
-def test_bf16_mixed_warns_that_manual_steps_are_not_autocast(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with pytest.warns(UserWarning, match="does not run a manual training_step under autocast"):
-        fit("bf16-mixed", tmp_path, _Manual(), max_epochs=1)
+def test_bf16_mixed_runs_manual_training_steps_under_autocast(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    manual = _Manual()
+    fit("bf16-mixed", tmp_path, manual, max_epochs=1)
+    assert manual.autocast and all(manual.autocast)
+    assert type(manual.optimizers(use_pl_optimizer=False)) is torch.optim.SGD
 
 
 def test_resuming_inside_an_accumulation_window_matches_an_uninterrupted_run(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -86,7 +86,7 @@ def test_a_torch_xla_that_fails_to_import_is_explained(tmp_path) -> None:  # typ
         "from surge.errors import ProviderError\n"
         "assert surge_tpu.TPUAccelerator.is_available()\n"  # found, and PJRT_DEVICE is set
         "try:\n"
-        "    surge.Trainer(accelerator='tpu', inference_mode=False, logger=False)\n"
+        "    surge.Trainer(accelerator='tpu', logger=False)\n"
         "except ProviderError as exc:\n"
         "    print(exc)\n"
     )

@@ -14,13 +14,7 @@ from surge.testing import EventRecorder, TinyDataModule, TinyModule
 
 assert os.environ.get("PJRT_DEVICE"), "run with PJRT_DEVICE=CPU (or TPU): `make test-tpu`"
 
-# inference_mode=False: XLA has no inference tensors (the accelerator refuses the default, see below)
-QUIET: dict[str, Any] = {
-    "logger": False,
-    "enable_progress_bar": False,
-    "enable_checkpointing": False,
-    "inference_mode": False,
-}
+QUIET: dict[str, Any] = {"logger": False, "enable_progress_bar": False, "enable_checkpointing": False}
 
 
 def fit(tmp_path: Any, accelerator: str, strategy: str = "auto", epochs: int = 4) -> tuple[surge.Trainer, TinyModule]:
@@ -56,9 +50,20 @@ def test_trainer_runs_on_the_xla_device(make_trainer) -> None:  # type: ignore[n
     assert (trainer.global_rank, trainer.world_size) == (0, 1)
 
 
-def test_inference_mode_is_refused_with_the_fix(make_trainer) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(surge.ConfigError, match=r"trainer.inference_mode: .*pass inference_mode=False"):
-        make_trainer(accelerator="tpu", strategy="xla", logger=False)
+def test_evaluation_runs_under_no_grad_with_the_default_inference_mode(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """XLA has no inference tensors: the accelerator declines inference_mode, so validation works with the
+    Trainer's defaults and its tensors are ordinary ones."""
+    seen: list[bool] = []
+
+    class Probe(TinyModule):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            seen.append(torch.is_inference_mode_enabled() or torch.is_grad_enabled())
+            super().validation_step(batch, batch_idx)
+
+    trainer = surge.Trainer(accelerator="tpu", max_epochs=1, default_root_dir=str(tmp_path), **QUIET)
+    assert trainer.config.inference_mode
+    trainer.validate(Probe(), datamodule=TinyDataModule())
+    assert seen and not any(seen)
 
 
 def test_auto_prefers_the_xla_device(make_trainer) -> None:  # type: ignore[no-untyped-def]

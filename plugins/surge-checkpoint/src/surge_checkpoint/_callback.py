@@ -63,6 +63,11 @@ class CheckpointConfig(BaseModel):
     """Hand a CPU snapshot to a background writer and keep training."""
     preemption_signals: list[str | int] = Field(default_factory=lambda: list[str | int](DEFAULT_SIGNALS))
     """Signals that save a checkpoint at the next step boundary and stop the run (``Preempted``)."""
+    on_save_error: Literal["raise", "warn"] = "raise"
+    """A save that fails for a storage reason (disk full, permission denied, connection dropped):
+    ``"raise"`` stops the run with ``surge.checkpoint.CheckpointSaveError`` (``WriteError`` when
+    asynchronous); ``"warn"`` logs a warning naming the file and training goes on (the failed checkpoint is
+    not counted; the next due save tries again)."""
     verbose: bool = False
 
     @field_validator("dirpath", mode="before")
@@ -140,6 +145,7 @@ class ModelCheckpoint:
         save_on_train_epoch_end: bool | None = None,
         async_save: bool = False,
         preemption_signals: Sequence[str | int] = DEFAULT_SIGNALS,
+        on_save_error: Literal["raise", "warn"] = "raise",
     ) -> None:
         settings = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         settings["preemption_signals"] = list(preemption_signals)
@@ -161,6 +167,7 @@ class ModelCheckpoint:
         self.every_n_epochs = config.every_n_epochs if config.every_n_epochs is not None else (0 if scheduled else 1)
         self.save_on_train_epoch_end = config.save_on_train_epoch_end
         self.preemption_signals = [resolve_signal(s) for s in config.preemption_signals]
+        self.on_save_error = config.on_save_error
 
         # Checkpointed state (state_dict): what is on disk and how good it is.
         worst = math.inf if self.mode == "min" else -math.inf
@@ -173,6 +180,7 @@ class ModelCheckpoint:
         self.last_model_path = ""
         self._last_global_step_saved = 0  # no save before the first optimizer step
         self._removing: list[str] = []  # evicted by the newest save: removed once it is committed
+        self._before_save: dict[str, Any] = {}  # the bookkeeping before the newest save (on_save_error="warn")
 
         # Per run.
         self._plugin_key: str | None = None  # set by the `checkpoint` plugin's factory
@@ -264,7 +272,7 @@ class ModelCheckpoint:
     @surge.hookimpl
     def train_batch_end(self, event: ev.TrainBatchEnd) -> None:
         if self._writer.pending:
-            self._writer.check()  # a failed background save raises here, at the next step
+            self._collect(wait=False)  # a failed background save raises here, at the next step
         if not self._per_step:
             return
         trainer = event.trainer
@@ -312,7 +320,7 @@ class ModelCheckpoint:
                 watch.restore()
                 if watch.received is not None and event.trainer.state.status == "finished":
                     logger.warning("received {} after the last step; the run had finished", watch.received.name)
-            self._writer.wait()
+            self._collect(wait=True)
         except WriteError:
             if not failed:
                 raise
@@ -481,7 +489,8 @@ class ModelCheckpoint:
         """Save the top-k checkpoint (when ``topk`` and it ranks) and ``last.ckpt`` (with ``save_last``)."""
         if not (topk and self.save_top_k) and not self.save_last:
             return
-        self._writer.wait()  # the previous save commits (or fails, raising here) before this one is planned
+        self._collect(wait=True)  # the previous save commits (or fails, raising here) before this one is planned
+        self._before_save = self._bookkeeping()
         metrics = _candidates(trainer)  # metric values leave the device only now, when a save is due
         writes: list[str] = []
         removals: list[str] = []
@@ -493,7 +502,49 @@ class ModelCheckpoint:
         if not writes:
             return
         self._last_global_step_saved = trainer.global_step
-        self._write(trainer, writes, removals)
+        try:
+            self._write(trainer, writes, removals)
+        except store.CheckpointSaveError as exc:
+            self._save_failed(exc)
+
+    def _collect(self, wait: bool) -> None:
+        """The outcome of the background save: nothing, or its error (raised, or with ``on_save_error="warn"``
+        logged when it is a storage failure). ``wait=False`` collects only a finished save."""
+        try:
+            self._writer.wait() if wait else self._writer.check()
+        except WriteError as exc:
+            if not isinstance(exc.__cause__, store.CheckpointSaveError):
+                raise
+            self._save_failed(exc)
+
+    def _save_failed(self, exc: surge.SurgeError) -> None:
+        """A save failed for a storage reason: raise, or warn and forget it (``on_save_error``)."""
+        if self.on_save_error == "raise":
+            raise exc
+        logger.warning(
+            "{}: {}; training goes on (on_save_error='warn'), the checkpoints committed before are kept and the "
+            "next due save tries again",
+            self.state_key,
+            exc,
+        )
+        self._restore_bookkeeping(self._before_save)
+
+    def _bookkeeping(self) -> dict[str, Any]:
+        return {
+            "best_k_models": dict(self.best_k_models),
+            "kth_best_model_path": self.kth_best_model_path,
+            "kth_value": self.kth_value,
+            "best_model_path": self.best_model_path,
+            "best_model_score": self.best_model_score,
+            "current_score": self.current_score,
+            "last_model_path": self.last_model_path,
+            "_last_global_step_saved": self._last_global_step_saved,
+            "_removing": list(self._removing),
+        }
+
+    def _restore_bookkeeping(self, state: Mapping[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     def _plan_topk(
         self, trainer: surge.Trainer, metrics: dict[str, Any], writes: list[str], removals: list[str]
@@ -573,7 +624,7 @@ class ModelCheckpoint:
         if self.verbose:
             logger.info("{}: saving {} at step {}", self.state_key, writes, trainer.global_step)
         weights_only = self.save_weights_only and not preempted  # the preemption checkpoint resumes the run
-        if not self.async_save or preempted:
+        if not self.async_save or preempted or not trainer.strategy.async_checkpoint_save:  # sharded: every rank
             for path in writes:
                 trainer.save_checkpoint(path, weights_only=weights_only)
             if trainer.is_global_zero:
@@ -615,7 +666,7 @@ class ModelCheckpoint:
 
     def _save_and_stop(self, trainer: surge.Trainer, signal_name: str) -> None:
         """Served by the Trainer at a step boundary after a preemption signal: save ``last.ckpt``, stop."""
-        self._writer.wait()
+        self._collect(wait=True)
         path = self.last_model_path = self._path(f"{_files.LAST}{_files.EXTENSION}")
         self._last_global_step_saved = trainer.global_step
         self._write(trainer, [path], [], preempted=True)

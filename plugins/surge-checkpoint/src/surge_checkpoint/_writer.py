@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-import surge
+from surge.checkpoint import CheckpointError
 
 WRITER_NICENESS = 10
 """How much nicer than training the writer thread is (Linux): it takes the CPU time training leaves."""
@@ -23,8 +23,9 @@ def _lower_priority() -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, current + WRITER_NICENESS))
 
 
-class WriteError(surge.SurgeError):
-    """A background checkpoint write failed; the message names the file."""
+class WriteError(CheckpointError):
+    """A background checkpoint write failed; the message names the file (a ``surge.checkpoint.CheckpointError``,
+    so a ``surge.SurgeError``)."""
 
 
 class AsyncWriter:

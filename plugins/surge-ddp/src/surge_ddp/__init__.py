@@ -155,6 +155,7 @@ class DDPStrategy(surge.Strategy):
             world_size=topo.world_size,
             timeout=self.timeout,
             device_id=self.root_device if self.root_device.type == "cuda" else None,
+            store=_attempt_store(topo.global_rank, topo.world_size, self.timeout),
         )
         self._owns_group = True
         # Destroyed when the process ends, not at each teardown: a fit followed by a test in one program keeps
@@ -293,6 +294,28 @@ class DDPStrategy(surge.Strategy):
             if param.grad is not None:
                 dist.all_reduce(param.grad)
                 param.grad /= self.world_size
+
+
+def _attempt_store(rank: int, world_size: int, timeout: datetime.timedelta) -> dist.Store | None:
+    """Under torchrun, the rendezvous store of this restart attempt alone (``None``: the default ``env://``).
+
+    An elastic agent keeps its store across restarts, and torch's ``env://`` adds no per-attempt prefix there:
+    a restarted worker can read the address a dead worker of the previous attempt published and fail to
+    connect ("Connection refused") or wait for it until the timeout. Keys under ``surge/attempt_<N>`` are
+    this attempt's only."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None or "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+        return None
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # else rank 0 hosts the store
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world_size,
+        is_master=rank == 0 and not agent_store,
+        timeout=timeout,
+        multi_tenant=True,
+    )
+    return dist.PrefixStore(f"surge/attempt_{attempt}", store)
 
 
 def _destroy_group() -> None:

@@ -13,7 +13,6 @@ this module builds nothing: discovery imports it for every ``Trainer()``.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass, replace
@@ -130,20 +129,6 @@ class MixedPrecision(surge.Precision):
             self._autocast_device = device
         return self._autocast
 
-    @surge.hookimpl
-    def fit_start(self, event: Any) -> None:
-        if not event.trainer.module.automatic_optimization:
-            self._check_manual_optimization()
-
-    def _check_manual_optimization(self) -> None:
-        warnings.warn(
-            f"precision='{self.name}' with automatic_optimization=False: the loop does not run a manual "
-            "training_step under autocast, so it computes in float32; wrap it in "
-            "`with self.trainer.precision_plugin.autocast(self.device):` yourself",
-            UserWarning,
-            stacklevel=2,
-        )
-
 
 class BF16MixedPrecision(MixedPrecision):
     name: ClassVar[str] = "bf16-mixed"
@@ -217,7 +202,10 @@ class FP16MixedPrecision(MixedPrecision):
             optimizer.register_step_post_hook(self._mark_stepped)
             self._hooked.add(optimizer)
         self._stepped = False
-        scaler.step(optimizer)  # unscales first unless done this step; steps only if all gradients are finite
+        # Unscale now unless done this step (clipping, a handler): in manual optimization the step events fire
+        # from inside scaler.step, and a handler unscaling there would unscale twice.
+        self.unscale_gradients(optimizer)
+        scaler.step(optimizer)  # steps only if all gradients are finite
         scaler.update()
         self._unscaled = None
         self.last_step_skipped = not self._stepped
@@ -226,13 +214,6 @@ class FP16MixedPrecision(MixedPrecision):
 
     def _mark_stepped(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._stepped = True
-
-    def _check_manual_optimization(self) -> None:
-        raise surge.SurgeError(
-            "precision='16-mixed' needs automatic optimization: with automatic_optimization=False, opt.step() "
-            "bypasses the GradScaler (gradients would stay scaled and an inf step would not be skipped). "
-            "Use precision='bf16-mixed' or '32-true' for this Module"
-        )
 
     @property
     def scale(self) -> float | None:

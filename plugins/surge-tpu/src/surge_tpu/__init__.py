@@ -66,6 +66,9 @@ class XLAAccelerator(surge.Accelerator):
     name: ClassVar[str] = "xla"
     device_type: ClassVar[str] = "xla"
     auto_priority: ClassVar[int] = -1  # the same device as "tpu": auto picks it under that name
+    # torch_xla has no inference tensors (every evaluation step under torch.inference_mode() fails with "Cannot
+    # set version_counter for inference tensor"): the core evaluates under torch.no_grad() on this device.
+    inference_mode_ok: ClassVar[bool] = False
 
     @classmethod
     def is_available(cls) -> bool:
@@ -90,22 +93,6 @@ class XLAAccelerator(surge.Accelerator):
     def synchronize(self, device: torch.device) -> None:
         sync()
         _xla()[1].wait_device_ops()
-
-    @surge.hookimpl
-    def init_end(self, event: surge.events.InitEnd) -> None:
-        # torch_xla has no inference tensors: every evaluation step under torch.inference_mode() fails with
-        # "Cannot set version_counter for inference tensor". The core picks that context from this flag alone.
-        if event.trainer.config.inference_mode:
-            raise surge.ConfigError(
-                [
-                    (
-                        "trainer.inference_mode",
-                        f"accelerator '{self.name}' (surge-tpu) cannot evaluate under torch.inference_mode(), "
-                        "which XLA tensors do not support; pass inference_mode=False (evaluation then runs "
-                        "under torch.no_grad())",
-                    )
-                ]
-            )
 
     # Graph cuts (see the module docstring). The accelerator does them, not the strategy, so that any strategy
     # on an XLA device (also `single_device`, which `strategy="auto"` picks) gets them.

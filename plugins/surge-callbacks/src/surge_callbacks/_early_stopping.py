@@ -1,0 +1,223 @@
+"""``EarlyStopping``: stop a fit when a monitored metric stops improving (or leaves a sane range)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+import surge
+from loguru import logger
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from surge import events as ev
+
+__all__ = ["EarlyStopping", "EarlyStoppingConfig"]
+
+
+class EarlyStoppingConfig(BaseModel):
+    """Settings of the ``early_stopping`` plugin (``Trainer(plugins={"early_stopping": {...}})``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    monitor: str = "val_loss"
+    """The metric to watch, as logged with ``self.log`` (read from ``trainer.callback_metrics``)."""
+    mode: Literal["min", "max"] = "min"
+    """``"min"``: lower is better; ``"max"``: higher is better."""
+    min_delta: float = Field(0.0, ge=0)
+    """An improvement smaller than this does not count."""
+    patience: int = Field(3, ge=0)
+    """Checks without improvement after which the fit stops (``0``: the first check without one)."""
+    check_finite: bool = True
+    """Stop when the metric is NaN or infinite."""
+    stopping_threshold: float | None = None
+    """Stop as soon as the metric is at least this good."""
+    divergence_threshold: float | None = None
+    """Stop as soon as the metric is worse than this."""
+    check_on_train_epoch_end: bool | None = None
+    """Check at the end of each training epoch (``True``) or after each validation run (``False``).
+    ``None``: after validation when the fit has validation data, else at the training epoch's end."""
+    strict: bool = True
+    """A check that finds no ``monitor`` metric is an error (``False``: a warning, once)."""
+    verbose: bool = False
+    """Log every check's outcome (otherwise only the stop)."""
+
+
+class EarlyStopping:
+    """Requests a stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` checks, or when
+    it is not finite, reached ``stopping_threshold`` or passed ``divergence_threshold``.
+
+    The stop goes through ``trainer.request_stop(reason)``; the reason says why (for example ``val_loss did
+    not improve by 0.001 for 3 checks; best 0.412 at epoch 4``) and is kept in ``trainer.state.stop_reason``.
+    The fit then ends after the current epoch, or once ``min_epochs``/``min_steps`` are reached.
+
+    The wait count, the best score and its epoch, and the stopped epoch are checkpointed, so a resumed fit
+    stops where the uninterrupted one would have. Arguments are those of :class:`EarlyStoppingConfig`.
+    """
+
+    def __init__(
+        self,
+        monitor: str = "val_loss",
+        mode: Literal["min", "max"] = "min",
+        min_delta: float = 0.0,
+        patience: int = 3,
+        check_finite: bool = True,
+        stopping_threshold: float | None = None,
+        divergence_threshold: float | None = None,
+        check_on_train_epoch_end: bool | None = None,
+        strict: bool = True,
+        verbose: bool = False,
+    ) -> None:
+        config = EarlyStoppingConfig(
+            monitor=monitor,
+            mode=mode,
+            min_delta=min_delta,
+            patience=patience,
+            check_finite=check_finite,
+            stopping_threshold=stopping_threshold,
+            divergence_threshold=divergence_threshold,
+            check_on_train_epoch_end=check_on_train_epoch_end,
+            strict=strict,
+            verbose=verbose,
+        )
+        self.monitor = config.monitor
+        self.mode = config.mode
+        self.min_delta = config.min_delta
+        self.patience = config.patience
+        self.check_finite = config.check_finite
+        self.stopping_threshold = config.stopping_threshold
+        self.divergence_threshold = config.divergence_threshold
+        self.check_on_train_epoch_end = config.check_on_train_epoch_end
+        self.strict = config.strict
+        self.verbose = config.verbose
+        # checkpointed state
+        self.wait_count = 0
+        self.best_score = math.inf if self.mode == "min" else -math.inf
+        self.best_epoch = -1
+        self.stopped_epoch = -1
+        # per run
+        self._at_train_epoch_end = bool(self.check_on_train_epoch_end)
+        self._warned_missing = False
+
+    @property
+    def state_key(self) -> str:
+        """Where the state lives in a checkpoint: instances watching different metrics keep separate entries."""
+        return f"early_stopping[monitor={self.monitor},mode={self.mode}]"
+
+    @property
+    def surge_name(self) -> str:
+        """The bus name of an instance passed in ``plugins=[...]`` (the by-name plugin is ``early_stopping``)."""
+        return self.state_key
+
+    @property
+    def surge_unused_hooks(self) -> frozenset[str]:
+        if self.check_on_train_epoch_end is True:
+            return frozenset({"validation_end"})
+        if self.check_on_train_epoch_end is False:
+            return frozenset({"train_epoch_end"})
+        return frozenset()  # decided when training starts: whether the fit validates
+
+    # -- checkpoint ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "wait_count": self.wait_count,
+            "best_score": self.best_score,
+            "best_epoch": self.best_epoch,
+            "stopped_epoch": self.stopped_epoch,
+            "patience": self.patience,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.wait_count = int(state["wait_count"])
+        self.best_score = float(state["best_score"])
+        self.best_epoch = int(state.get("best_epoch", -1))
+        self.stopped_epoch = int(state["stopped_epoch"])
+
+    # -- events ----------------------------------------------------------------------------------------
+    @surge.hookimpl
+    def train_start(self, event: ev.TrainStart) -> None:
+        trainer = event.trainer
+        if self.check_on_train_epoch_end is None:
+            validates = bool(trainer.val_dataloaders) and any(trainer.num_val_batches)
+            self._at_train_epoch_end = not validates
+        else:
+            self._at_train_epoch_end = self.check_on_train_epoch_end
+
+    @surge.hookimpl
+    def validation_end(self, event: ev.ValidationEnd) -> None:
+        trainer = event.trainer
+        if self._at_train_epoch_end or trainer.sanity_checking or trainer.state.stage != "fit":
+            return
+        self._check(trainer)
+
+    @surge.hookimpl
+    def train_epoch_end(self, event: ev.TrainEpochEnd) -> None:
+        if self._at_train_epoch_end:
+            self._check(event.trainer)
+
+    def _check(self, trainer: surge.Trainer) -> None:
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None:
+            logged = sorted(trainer.callback_metrics) or "none"
+            message = (
+                f"early_stopping: the monitored metric '{self.monitor}' was not logged by epoch "
+                f"{trainer.current_epoch}; logged metrics: {logged}. Log it with self.log('{self.monitor}', ...), "
+                "set monitor= to one of those"
+            )
+            if self.strict:
+                raise surge.SurgeError(message + ", or pass strict=False to skip checks that lack it")
+            if not self._warned_missing:
+                logger.warning("{}; the check is skipped (strict=False)", message)
+                self._warned_missing = True
+            return
+        reason = self._evaluate(float(value), trainer.current_epoch)  # one host copy per check
+        if reason is not None and not trainer.should_stop:
+            self.stopped_epoch = trainer.current_epoch
+            trainer.request_stop(reason)
+
+    def _evaluate(self, current: float, epoch: int) -> str | None:
+        """Update the state with this check's value; the reason to stop, or ``None``."""
+        name, better = self.monitor, self._better
+        if self.check_finite and not math.isfinite(current):
+            return f"{name} = {current} is not finite; {self._best_text()}"
+        if self.stopping_threshold is not None and better(current, self.stopping_threshold, 0.0, inclusive=True):
+            return f"{name} = {_fmt(current)} reached the stopping threshold {_fmt(self.stopping_threshold)}"
+        if self.divergence_threshold is not None and better(self.divergence_threshold, current, 0.0):
+            return (
+                f"{name} = {_fmt(current)} is worse than the divergence threshold "
+                f"{_fmt(self.divergence_threshold)}; {self._best_text()}"
+            )
+        if better(current, self.best_score, self.min_delta):
+            if self.verbose:
+                logger.info("early_stopping: {} improved to {} at epoch {}", name, _fmt(current), epoch)
+            self.best_score, self.best_epoch, self.wait_count = current, epoch, 0
+            return None
+        self.wait_count += 1
+        if self.verbose:
+            logger.info(
+                "early_stopping: {} = {} did not improve ({}/{} checks)",
+                name,
+                _fmt(current),
+                self.wait_count,
+                self.patience,
+            )
+        if self.wait_count >= self.patience:
+            checks = "check" if self.wait_count == 1 else "checks"
+            return (
+                f"{name} did not improve by {_fmt(self.min_delta)} for {self.wait_count} {checks}; {self._best_text()}"
+            )
+        return None
+
+    def _better(self, a: float, b: float, delta: float, inclusive: bool = False) -> bool:
+        """Whether ``a`` is better than ``b`` by more than ``delta`` (by at least it when ``inclusive``)."""
+        margin = (b - a) if self.mode == "min" else (a - b)
+        return margin >= delta if inclusive else margin > delta
+
+    def _best_text(self) -> str:
+        if self.best_epoch < 0:
+            return "no finite best value yet"
+        return f"best {_fmt(self.best_score)} at epoch {self.best_epoch}"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
