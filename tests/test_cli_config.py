@@ -253,7 +253,7 @@ def test_a_written_config_reruns_to_the_same_losses(tmp_path: Path, capsys: pyte
 def test_print_config_of_the_embedded_example_fills_every_default(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fit", "--max-epochs", "3", "--seed", "5", "--print-config"]) == 0
     config = yaml.safe_load(capsys.readouterr().out)
-    assert set(config["trainer"]) == set(surge.config.TrainerConfig.model_fields) - {"plugins"}
+    assert set(config["trainer"]) == set(surge.config.TrainerConfig.model_fields) - {"plugins", "callbacks"}
     assert config["trainer"]["max_epochs"] == 3 and config["model"]["init_args"]["max_epochs"] == 3
     assert config["seed_everything"] == 5 and config["data"]["init_args"] == {
         "batch_size": 64,

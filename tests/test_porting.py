@@ -24,8 +24,8 @@ from surge_csv import read_metrics
 
 PORTING = Path(__file__).parent / "porting"
 
-COMPAT = "porting._compat"
-"""Stands in for the proposed ``surge.compat``: Lightning's top-level names re-exported (tests/porting/_compat.py)."""
+COMPAT = "surge.compat"
+"""Lightning's top-level names re-exported (``LightningModule``, ``LightningDataModule``, ``Trainer``, ...)."""
 
 MODULES = {"lightning.pytorch": COMPAT}
 """``import X as Y`` -> ``import MODULES[X] as Y``. Here and in ``NAMES``, ``lightning``, ``lightning.pytorch`` and
@@ -251,22 +251,9 @@ def test_docs_classifier_with_datamodule_hparams_and_plateau_scheduler(tmp_path:
     assert checkpoint["hparams"] == dict(model.hparams) and checkpoint["epoch"] == 3
 
 
-def test_callbacks_argument_is_refused_clearly_before_any_side_effect(tmp_path: Path) -> None:
-    _, _, ported = load_ported("callbacks")
-    with pytest.raises(surge.ConfigError, match=r"trainer\.callbacks: unknown argument"):
-        ported.main(str(tmp_path))
-    assert list(tmp_path.iterdir()) == []  # refused before a run directory or checkpoint was made
-
-
-def test_callbacks_run_when_passed_as_plugins(tmp_path: Path) -> None:
-    _, ported_text, _ = load_ported("callbacks")
-    # the one edit beyond imports that docs/porting.md lists: callbacks= is plugins= in Surge
-    call = "callbacks=[early_stopping, checkpoint_callback]"
-    assert ported_text.count(call) == 1
-    edited = ported_text.replace(call, call.replace("callbacks=", "plugins="))
-    module = types.ModuleType("ported_callbacks_plugins")
-    exec(compile(edited, "<callbacks.py ported, callbacks= as plugins=>", "exec"), module.__dict__)
-    result = module.main(str(tmp_path), max_epochs=30)
+def test_callbacks_run_as_plugins(tmp_path: Path) -> None:
+    _, _, ported = load_ported("callbacks")  # Trainer(callbacks=[...]) as Lightning writes it
+    result = ported.main(str(tmp_path), max_epochs=30)
     trainer = result["trainer"]
 
     early_stopping, epochs = result["early_stopping"], result["epochs_trained"]

@@ -91,6 +91,15 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
     else:
         req.instances.append(plugins)
 
+    callbacks = config.callbacks
+    for i, item in enumerate(callbacks if isinstance(callbacks, (list, tuple)) else [callbacks] if callbacks else []):
+        if isinstance(item, (str, bytes, int, float, bool, Mapping)) or item is None:
+            problems.append(
+                (f"trainer.callbacks[{i}]", f"got {item!r}: callbacks are plugin objects; plugin names go in plugins=")
+            )
+        else:
+            req.instances.append(item)
+
     logger = config.logger
     if logger is False or logger is None:
         req.roles_off.add("logger")

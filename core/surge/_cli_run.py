@@ -319,7 +319,7 @@ def options_reference() -> str:
     ]
     docs = field_docs(TrainerConfig)
     for name, info in TrainerConfig.model_fields.items():
-        if name == "plugins":
+        if name in ("plugins", "callbacks"):
             continue
         lines += _option(f"--trainer.{name}", info, docs.get(name, ""))
     lines += ["", "plugin options (--plugins.NAME.SETTING=VALUE; --plugins.NAME=true|false switches it):"]
@@ -388,7 +388,7 @@ def _words(parser: argparse.ArgumentParser, run_command: bool) -> list[str]:
     if run_command:
         from surge.config import TrainerConfig
 
-        words += [f"--trainer.{n}=" for n in TrainerConfig.model_fields if n != "plugins"]
+        words += [f"--trainer.{n}=" for n in TrainerConfig.model_fields if n not in ("plugins", "callbacks")]
         words += ["--seed_everything=", "--ckpt_path=", "--model.class_path=", "--data.class_path="]
         try:
             from surge.plugins import discover

@@ -38,6 +38,8 @@ class TrainerConfig(BaseModel):
     enable_progress_bar: bool = True
     enable_model_summary: bool = True
     plugins: Any = None
+    callbacks: Any = None
+    """Lightning's name for plugin objects: ``callbacks=[EarlyStopping(...)]`` is ``plugins=[EarlyStopping(...)]``."""
     profiler: Any = None
     """A profiler provider's name (``"simple"``, ``"advanced"``, ``"pytorch"`` from surge-profilers) or object."""
     # loop length

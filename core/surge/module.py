@@ -193,9 +193,39 @@ class Module(nn.Module):
         """``loss.backward()`` through the precision plugin and with the backward events fired."""
         self.trainer._backward(loss)
 
-    def save_hyperparameters(self, *, ignore: Sequence[str] = ()) -> None:
-        """Store the arguments of ``__init__`` in ``self.hparams`` (call it from ``__init__``)."""
-        self.hparams.update(_capture_init_args(self, ignore))
+    def save_hyperparameters(self, *names: str, ignore: Sequence[str] | str = ()) -> None:
+        """Store the arguments of ``__init__`` in ``self.hparams`` (call it from ``__init__``): all of them, or
+        only ``names``, less ``ignore``. They are saved in checkpoints and logged as hyper-parameters."""
+        captured = _capture_init_args(self, [ignore] if isinstance(ignore, str) else ignore)
+        unknown = [name for name in names if name not in captured]
+        if unknown:
+            raise SurgeError(
+                f"{type(self).__name__}.save_hyperparameters{names}: {unknown} are not arguments of __init__ "
+                f"(its arguments: {sorted(captured)})"
+            )
+        self.hparams.update({k: v for k, v in captured.items() if not names or k in names})
+
+    @classmethod
+    def load_from_checkpoint(
+        cls,
+        checkpoint_path: str,
+        *,
+        map_location: Any = None,
+        strict: bool = True,
+        trusted: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """A new module built from the checkpoint's saved hyper-parameters (overridden by ``kwargs``) with the
+        checkpoint's weights (:func:`surge.checkpoint.load`: a local path or fsspec URL, read with
+        ``weights_only`` unless ``trusted``). A sharded checkpoint must be consolidated first."""
+        from surge import checkpoint as _checkpoint
+
+        saved = _checkpoint.load(checkpoint_path, trusted=trusted)
+        if "state_dict" not in saved:
+            raise _checkpoint.CheckpointError(f"checkpoint {checkpoint_path} holds no 'state_dict' (sharded?)")
+        model = cls(**{**saved.get("hparams", {}), **kwargs})
+        model.load_state_dict(saved["state_dict"], strict=strict)
+        return model.to(map_location) if map_location is not None else model
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` on the global-zero process only."""

@@ -103,7 +103,7 @@ class RunConfig:
     ckpt_path: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        trainer = self.trainer.model_dump(exclude={"plugins"})
+        trainer = self.trainer.model_dump(exclude={"plugins", "callbacks"})
         return {
             "seed_everything": self.seed_everything,
             "model": self.model.resolved() if self.model else None,
@@ -386,9 +386,10 @@ def resolve(
         problems.add("trainer", f"got {_short(trainer_values)}: a mapping of Trainer arguments")
         trainer_values = {}
     else:
-        if "plugins" in trainer_values:
-            problems.add("trainer.plugins", "plugins have their own top-level section: `plugins: {name: settings}`")
-            trainer_values = {k: v for k, v in trainer_values.items() if k != "plugins"}
+        for key in ("plugins", "callbacks"):
+            if key in trainer_values:
+                problems.add(f"trainer.{key}", "plugins have their own top-level section: `plugins: {name: settings}`")
+                trainer_values = {k: v for k, v in trainer_values.items() if k != key}
         try:
             trainer = TrainerConfig.model_validate(trainer_values)
         except ValidationError as exc:
