@@ -30,7 +30,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[bench]"   # Lightning, for its comparison rows
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)   # e.g. BENCH_ARGS="--no-instructions --markdown bench.md"
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet ruff mypy

@@ -214,6 +214,9 @@ def measure_sync(directory: Path, trainer: surge.Trainer, repeats: int) -> dict[
         "surge.checkpoint.save": surge_save,
         "Trainer.save_checkpoint": trainer_save,
     }
+    lightning_save = _lightning_saver(trainer.module, directory)
+    if lightning_save is not None:
+        variants["lightning Trainer.save_checkpoint"] = lightning_save
     times: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(repeats + 1):  # round 0 warms up
         order = list(variants)
@@ -241,6 +244,56 @@ def measure_sync(directory: Path, trainer: surge.Trainer, repeats: int) -> dict[
             for name, values in times.items()
         },
     }
+
+
+def _lightning_saver(module: surge.Module, directory: Path) -> Any:
+    """When Lightning is importable: ``lightning.Trainer.save_checkpoint`` of a copy of the same network, after a
+    one-step fit (so it holds the same state kinds); ``None`` otherwise. Lightning writes without fsync, so its
+    raw equivalent is the bare ``torch.save``."""
+    try:
+        import lightning as L
+    except Exception:  # Lightning is optional
+        return None
+    import copy
+    import logging
+    import warnings
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+    class LitWide(L.LightningModule):
+        def __init__(self, net: nn.Module) -> None:
+            super().__init__()
+            self.net = net
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=1e-4)
+
+    net = copy.deepcopy(module.net)
+    width = net[0].in_features
+    x = torch.randn(2, width)
+    lit_trainer = L.Trainer(
+        max_steps=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        default_root_dir=str(directory / "lightning"),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lit_trainer.fit(LitWide(net), DataLoader(TensorDataset(x, x), batch_size=2))
+
+    def save(path: Path) -> None:
+        lit_trainer.save_checkpoint(str(path))
+
+    return save
 
 
 def environment() -> dict[str, Any]:
@@ -292,7 +345,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         (
             f"Medians of {s['repeats']} interleaved repeats. `torch.save (bare)` does not wait for the disk; the "
-            "others fsync, and `surge.checkpoint.save` also hashes, writes the commit marker and renames."
+            "others fsync, and `surge.checkpoint.save` also hashes, writes the commit marker and renames "
+            "(Lightning's `save_checkpoint`, when installed, does not fsync)."
         ),
     ]
     return "\n".join(lines)

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -68,19 +69,44 @@ def main() -> None:
         steps = result["surge"]["steps"]
         assert steps == result["reference"]["steps"], "both variants must take the same optimizer steps"
         ratios.append(result["reference"]["seconds"] / result["surge"]["seconds"])
-    print(
-        f"2 processes (gloo, CPU), MLP width {args.width}, batch {args.batch}/process, {int(steps)} steps, "
-        f"{args.rounds} round(s)\n"
-    )
-    print("| variant | median seconds | steps/s | throughput vs torch DDP |")
-    print("|---|---|---|---|")
-    for variant in ("reference", "surge"):
-        median = statistics.median(samples[variant])
-        ratio = 1.0 if variant == "reference" else statistics.median(ratios)
-        name = "torch DDP (hand-written)" if variant == "reference" else "surge strategy='ddp'"
-        print(f"| {name} | {median:.3f} | {steps / median:.1f} | {ratio:.3f} |")
+    config = {"rounds": args.rounds, "size": args.size, "width": args.width, "batch": args.batch, "epochs": args.epochs}
+    report: dict[str, Any] = {"config": config, "samples": samples, "ratios": ratios, "steps": steps}
+    print(markdown(report))
     if args.json:
-        args.json.write_text(json.dumps({"samples": samples, "ratios": ratios, "steps": steps}, indent=2))
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+def summary(result: dict[str, Any]) -> dict[str, float]:
+    """Median seconds of each variant, and the median per-round ratios (Surge's time over torch's, and its
+    throughput over torch's)."""
+    samples = result["samples"]
+    times = [s / r for s, r in zip(samples["surge"], samples["reference"], strict=True)]
+    return {
+        "reference_s": statistics.median(samples["reference"]),
+        "surge_s": statistics.median(samples["surge"]),
+        "time_ratio": statistics.median(times),
+        "throughput_ratio": statistics.median(result["ratios"]),
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    cfg, steps, s = result["config"], result["steps"], summary(result)
+    return "\n".join(
+        [
+            (
+                f"### 2-process DDP (gloo, CPU, 1 thread per process), MLP width {cfg['width']}, batch "
+                f"{cfg['batch']}/process, {int(steps)} steps, {cfg['rounds']} round(s)"
+            ),
+            "",
+            "| variant | median seconds | steps/s | throughput vs torch DDP |",
+            "| --- | ---: | ---: | ---: |",
+            f"| torch DDP (hand-written) | {s['reference_s']:.3f} | {steps / s['reference_s']:.1f} | 1.000 |",
+            (
+                f"| surge strategy='ddp' | {s['surge_s']:.3f} | {steps / s['surge_s']:.1f} | "
+                f"{s['throughput_ratio']:.3f} |"
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

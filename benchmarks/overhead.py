@@ -1,8 +1,11 @@
 """Per-step overhead of Surge (and Lightning, when installed) over a raw PyTorch loop.
 
-One process runs every variant on the same tiny MLP (32 -> 64 -> 64 -> 10, batch 32, SGD, cross-entropy,
-one CPU thread), interleaved round by round (raw, surge, ..., raw, surge, ...; the order rotates each round),
-and reports medians of per-round paired comparisons against the raw loop of the same round.
+One process runs every variant on the same MLP (SGD, cross-entropy, one CPU thread), interleaved round by
+round (raw, surge, ..., raw, surge, ...; the order rotates each round), and reports medians of per-round
+paired comparisons against the raw loop of the same round. ``--model tiny`` (the default): 32 -> 64 -> 64 ->
+10, batch 32, where a step's compute is tens of microseconds, so the ratio is nearly all framework cost;
+``--model medium``: 1024 -> 1024 -> 1024 -> 1024 -> 10 (four layers, 4.2 M parameters), batch 64, about 10-20
+ms of compute a step on one CPU thread: the ratio a real model of that size sees.
 
 What is timed: whole training epochs. Each run builds its model, optimizer and trainer (not timed), runs one
 warm-up epoch (not timed), then ``--epochs`` epochs that are timed from the start of the first timed epoch to
@@ -36,6 +39,7 @@ Usage::
     python benchmarks/overhead.py                 # markdown table on stdout
     python benchmarks/overhead.py --json out.json # and the raw samples as JSON
     python benchmarks/overhead.py --quick         # a smoke run (seconds, numbers meaningless)
+    python benchmarks/overhead.py --model medium --rounds 5 --batches 30 --no-empty-plugins
 
 Numbers are only meaningful relative to the raw row of the same run; the machine is assumed noisy.
 """
@@ -49,6 +53,7 @@ import copy
 import gc
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
@@ -62,6 +67,7 @@ import time
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +86,25 @@ except Exception:  # any import failure just drops the Lightning rows
     HAVE_LIGHTNING = False
 
 IN_FEATURES, HIDDEN, CLASSES, BATCH, LR = 32, 64, 10, 32, 0.01
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """An MLP: ``widths`` from the input features to the classes (ReLU between layers), and the batch size."""
+
+    widths: tuple[int, ...]
+    batch: int
+
+    def describe(self) -> str:
+        return f"MLP {'-'.join(map(str, self.widths))}, batch {self.batch}"
+
+
+MODELS = {
+    "tiny": ModelSpec((IN_FEATURES, HIDDEN, HIDDEN, CLASSES), BATCH),
+    "medium": ModelSpec((1024, 1024, 1024, 1024, CLASSES), 64),
+}
+"""``tiny``: the per-step cost is almost all framework (tens of microseconds of compute); ``medium``: four
+layers of width 1024 (4.2 M parameters), batch 64, milliseconds of compute per step on one CPU thread."""
 EMPTY_PREFIX = "bench_empty_"
 N_EMPTY = 20
 
@@ -92,27 +117,29 @@ default plugin (issue 2; since checkpointing became a default, that includes a d
 # -- the workload ------------------------------------------------------------------------------------
 
 
-def make_net() -> nn.Module:
-    return nn.Sequential(
-        nn.Linear(IN_FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES)
-    )
+def make_net(spec: ModelSpec = MODELS["tiny"]) -> nn.Module:
+    layers: list[nn.Module] = []
+    for fan_in, fan_out in itertools.pairwise(spec.widths):
+        layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
 
 
 class Workload:
     """One dataset, one DataLoader object shared by every variant, and one initial set of weights."""
 
-    def __init__(self, batches_per_epoch: int, seed: int = 0) -> None:
+    def __init__(self, batches_per_epoch: int, seed: int = 0, model: str = "tiny") -> None:
+        self.spec = spec = MODELS[model]
         gen = torch.Generator().manual_seed(seed)
-        n = batches_per_epoch * BATCH
-        x = torch.randn(n, IN_FEATURES, generator=gen)
-        y = torch.randint(0, CLASSES, (n,), generator=gen)
-        self.loader = DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=True)
+        n = batches_per_epoch * spec.batch
+        x = torch.randn(n, spec.widths[0], generator=gen)
+        y = torch.randint(0, spec.widths[-1], (n,), generator=gen)
+        self.loader = DataLoader(TensorDataset(x, y), batch_size=spec.batch, shuffle=True)
         self.batches_per_epoch = batches_per_epoch
         torch.manual_seed(seed)
-        self._init = copy.deepcopy(make_net().state_dict())
+        self._init = copy.deepcopy(make_net(spec).state_dict())
 
     def fresh_net(self) -> nn.Module:
-        net = make_net()
+        net = make_net(self.spec)
         net.load_state_dict(self._init)
         return net
 
@@ -343,10 +370,10 @@ if HAVE_LIGHTNING:
 # -- the interleaved measurement ------------------------------------------------------------------------
 
 
-def measure(variants: dict[str, Runner], rounds: int, epochs: int, batches: int) -> dict[str, Any]:
+def measure(variants: dict[str, Runner], rounds: int, epochs: int, batches: int, model: str = "tiny") -> dict[str, Any]:
     """Run every variant once per round, rotating the order; return per-round seconds per step."""
     torch.set_num_threads(1)
-    work = Workload(batches)
+    work = Workload(batches, model=model)
     steps = epochs * batches
     names = list(variants)
     samples: dict[str, dict[str, list[float]]] = {clock: {n: [] for n in names} for clock in CLOCKS}
@@ -490,6 +517,8 @@ def run_empty_plugin_child(args: argparse.Namespace) -> dict[str, Any]:
             str(args.epochs),
             "--batches",
             str(args.batches),
+            "--model",
+            args.model,
         ]
         subprocess.run(cmd, check=True, env=env)
         return json.loads(out.read_text())  # type: ignore[no-any-return]
@@ -513,10 +542,11 @@ def environment() -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
+    model = cfg.get("model", "tiny")
     lines = [
         (
-            f"### Per-step overhead vs a raw PyTorch loop (tiny MLP {IN_FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES}, batch "
-            f"{BATCH}, SGD, 1 thread; {cfg['rounds']} interleaved rounds x {cfg['epochs']} timed epochs x "
+            f"### Per-step overhead vs a raw PyTorch loop ({model} {MODELS[model].describe()}, SGD, 1 thread; "
+            f"{cfg['rounds']} interleaved rounds x {cfg['epochs']} timed epochs x "
             f"{cfg['batches']} steps)"
         ),
         "",
@@ -602,9 +632,9 @@ def build_variants(child: bool) -> dict[str, Runner]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    config = {"rounds": args.rounds, "epochs": args.epochs, "batches": args.batches}
+    config = {"rounds": args.rounds, "epochs": args.epochs, "batches": args.batches, "model": args.model}
     if args.child_empty_plugins:
-        measured = measure(build_variants(child=True), args.rounds, args.epochs, args.batches)
+        measured = measure(build_variants(child=True), args.rounds, args.epochs, args.batches, args.model)
         samples = measured["samples_s_per_step"]
         return {
             "config": config,
@@ -614,7 +644,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             },
             **measured,
         }
-    measured = measure(build_variants(child=False), args.rounds, args.epochs, args.batches)
+    measured = measure(build_variants(child=False), args.rounds, args.epochs, args.batches, args.model)
     samples = measured["samples_s_per_step"]
     result = {
         "config": config,
@@ -632,13 +662,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds (default 9)")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per round, after one warm-up epoch")
     parser.add_argument("--batches", type=int, default=200, help="steps per epoch (default 200)")
+    parser.add_argument(
+        "--model",
+        choices=list(MODELS),
+        default="tiny",
+        help="the workload: " + "; ".join(f"{name}: {spec.describe()}" for name, spec in MODELS.items()),
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results and raw samples as JSON")
     parser.add_argument("--no-empty-plugins", action="store_true", help="skip the 20-empty-plugins child")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, 1 epoch of 20 steps")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, 1 epoch of 20 steps (medium: 5)")
     parser.add_argument("--child-empty-plugins", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.rounds, args.epochs, args.batches = 2, 1, 20
+    if args.quick:  # a medium step takes milliseconds: fewer of them
+        args.rounds, args.epochs, args.batches = 2, 1, 20 if args.model == "tiny" else 5
     return args
 
 

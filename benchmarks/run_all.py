@@ -2,10 +2,13 @@
 
 Each benchmark runs in its own subprocess of this interpreter (so the start-up benchmark's children and the
 overhead benchmark's single-threaded loop do not share state); the combined JSON holds all the results.
+The report starts with one summary table, each figure as a ratio to the raw PyTorch equivalent measured in
+the same invocation (Lightning's beside it when it is installed): the table README's "Benchmarks" section
+holds. ``--markdown FILE`` writes that table (with its notes) to a file.
 
 Usage::
 
-    python benchmarks/run_all.py [--quick] [--json PATH]
+    python benchmarks/run_all.py [--quick] [--json PATH] [--markdown PATH] [--no-instructions]
 
 Run it with an interpreter where Lightning is installed (``import lightning`` works) to get Lightning's rows;
 see benchmarks/README.md.
@@ -28,6 +31,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import checkpoint  # noqa: E402 - the benchmarks are scripts beside this one, not a package
+import ddp  # noqa: E402
+import discovery  # noqa: E402
 import import_time  # noqa: E402
 import instructions  # noqa: E402
 import overhead  # noqa: E402
@@ -82,10 +87,123 @@ def goals(ovh: dict[str, Any], imp: dict[str, Any], ckpt: dict[str, Any]) -> lis
     return rows
 
 
+MEDIUM = ["--model", "medium", "--no-empty-plugins", "--rounds", "5", "--epochs", "1", "--batches", "30"]
+"""The medium model's overhead run: its steps take milliseconds, so fewer of them give a steady median."""
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def _seconds(row: dict[str, Any] | None, digits: int = 3) -> str:
+    return "—" if row is None else f"{row['median_s']:.{digits}f} s"
+
+
+def _step_row(label: str, result: dict[str, Any], surge: str, lightning: str) -> str:
+    wall, cpu = result["summary"]["wall"], result["summary"]["cpu"]
+
+    def cell(name: str) -> tuple[str, str]:
+        if name not in wall:
+            return "—", "—"
+        return (
+            f"{wall[name]['median_us_per_step']:,.0f} us",
+            f"{wall[name]['ratio_vs_raw']:.3f}x (cpu {cpu[name]['ratio_vs_raw']:.3f}x)",
+        )
+
+    surge_value, surge_ratio = cell(surge)
+    lightning_value, lightning_ratio = cell(lightning)
+    raw = f"{wall['raw']['median_us_per_step']:,.0f} us"
+    return f"| {label} | {raw} | {surge_value} | {surge_ratio} | {lightning_value} | {lightning_ratio} |"
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    """One table: every figure against its raw PyTorch equivalent of the same invocation."""
+    tiny, medium = results["overhead"], results["overhead_medium"]
+    imp, disc, ckpt, dist = results["import_time"], results["discovery"], results["checkpoint"], results["ddp"]
+    tiny_model = overhead.MODELS[tiny["config"].get("model", "tiny")].describe()
+    medium_model = overhead.MODELS[medium["config"]["model"]].describe()
+    rows = [
+        "| measurement | raw PyTorch | Surge | Surge / raw | Lightning | Lightning / raw |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        _step_row(f"step time, tiny model ({tiny_model}), default plugins", tiny, "surge-default", "lightning-default"),
+        _step_row("step time, tiny model, optional plugins off", tiny, "surge-minimal", "lightning-bare"),
+        _step_row(
+            f"step time, medium model ({medium_model}), default plugins", medium, "surge-default", "lightning-default"
+        ),
+        _step_row("step time, medium model, optional plugins off", medium, "surge-minimal", "lightning-bare"),
+    ]
+    starts = imp["summary"]
+    torch_s = starts["import torch"]["median_s"]
+    surge_start = starts["import surge; surge.Trainer()"]
+    lightning_start = starts.get(import_time.LIGHTNING_CASE[0])
+    rows.append(
+        f"| start-up: `import` + `Trainer()` in a fresh interpreter (raw: `import torch`) | {torch_s:.2f} s | "
+        f"{surge_start['median_s']:.2f} s | {surge_start['ratio_vs_torch']:.2f}x | "
+        f"{_seconds(lightning_start, 2)} | "
+        f"{_ratio(lightning_start['ratio_vs_torch'] if lightning_start else None)} |"
+    )
+    count = disc["config"]["count"]
+    d = disc["summary"]
+    rows.append(
+        f"| plugin discovery, `Trainer()` with {count} extra plugins installed (raw: with none) | "
+        f"{d['trainer_ms']['zero_ms']:.0f} ms | {d['trainer_ms']['many_ms']:.0f} ms | {d['trainer_ms']['ratio']:.2f}x "
+        "| — | — |"
+    )
+    rows.append(
+        f"| plugin discovery, first `discover()` with {count} extra plugins (raw: with none) | "
+        f"{d['first_discover_ms']['zero_ms']:.0f} ms | {d['first_discover_ms']['many_ms']:.0f} ms | "
+        f"{d['first_discover_ms']['ratio']:.2f}x | — | — |"
+    )
+    a = ckpt["async"]
+    kinds = a["steps_by_kind"]
+    rows.append(
+        f"| asynchronous checkpoint ({a['checkpoint_mb']:.0f} MB): step while a save is in flight (raw: a step "
+        f"with none) | {kinds['normal']['median_ms']:.1f} ms | {kinds['in flight']['median_ms']:.1f} ms | "
+        f"{a['ratio_in_flight']:.2f}x | — | — |"
+    )
+    sync = ckpt["sync"]["variants"]
+    durable = sync["torch.save + fsync"]["median_s"]
+    bare = sync["torch.save (bare)"]["median_s"]
+    trainer_save = sync["Trainer.save_checkpoint"]["median_s"]
+    lightning_save = sync.get("lightning Trainer.save_checkpoint")
+    rows.append(
+        f"| synchronous checkpoint ({ckpt['sync']['checkpoint_mb']:.0f} MB): `Trainer.save_checkpoint` (raw: "
+        f"`torch.save` + fsync; Lightning's, which does not fsync: against bare `torch.save`, {bare:.3f} s) | "
+        f"{durable:.3f} s | {trainer_save:.3f} s | {trainer_save / durable:.2f}x | "
+        f"{_seconds(lightning_save)} | "
+        f"{_ratio(lightning_save['median_s'] / bare if lightning_save else None)} |"
+    )
+    if dist is not None:
+        ds = ddp.summary(dist)
+        steps = dist["steps"]
+        rows.append(
+            f"| 2-process DDP (gloo, CPU), time for {int(steps)} steps (raw: hand-written torch DDP) | "
+            f"{ds['reference_s']:.2f} s | {ds['surge_s']:.2f} s | {ds['time_ratio']:.2f}x | — | — |"
+        )
+    notes = [
+        "",
+        (
+            "Ratios are time over the raw equivalent's time in the same invocation (1.00x: no overhead; below 1: "
+            "faster). Step times: medians of interleaved rounds, the ratio the median of per-round pairs on the "
+            "wall clock (cpu: this thread's CPU time, steadier on a shared machine). Default plugins: "
+            "`Trainer()` as installed (CSV logger, progress bar, model summary, a checkpoint each epoch) with "
+            "`self.log` each step; optional plugins off: `logger=False, enable_checkpointing=False, "
+            "enable_progress_bar=False, enable_model_summary=False`, no `self.log`. Lightning: the same settings on "
+            "`lightning.Trainer`. Discovery: Lightning has no plugin discovery. DDP: Surge's time includes "
+            "`fit`'s set-up; no Lightning run."
+        ),
+    ]
+    if not tiny["environment"].get("lightning"):
+        notes.append("Lightning columns empty: `import lightning` failed in this interpreter.")
+    return "\n".join(rows + notes)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run of every benchmark (numbers meaningless)")
-    parser.add_argument("--json", metavar="PATH", help="write both results as one JSON file")
+    parser.add_argument("--json", metavar="PATH", help="write every result as one JSON file")
+    parser.add_argument("--markdown", metavar="PATH", help="write the summary table (README's) to this file")
+    parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process DDP run")
     parser.add_argument(
         "--no-instructions", action="store_true", help="skip the callgrind instruction counts (about 8 minutes)"
     )
@@ -94,12 +212,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="surge-bench-all-") as tmp:
         imp = run_benchmark("import_time.py", extra, Path(tmp, "import.json"))
         ovh = run_benchmark("overhead.py", extra, Path(tmp, "overhead.json"))
+        medium = run_benchmark("overhead.py", [*MEDIUM[:3], *(extra or MEDIUM[3:])], Path(tmp, "medium.json"))
+        disc = run_benchmark("discovery.py", extra, Path(tmp, "discovery.json"))
         ckpt = run_benchmark("checkpoint.py", extra, Path(tmp, "checkpoint.json"))
+        dist = None if args.no_ddp else run_benchmark("ddp.py", extra, Path(tmp, "ddp.json"))
         instr = None
         if not args.no_instructions and shutil.which("valgrind"):
             short = ["--batches", "20", "--long", "2"] if args.quick else []
             instr = run_benchmark("instructions.py", short, Path(tmp, "instructions.json"))
+    combined = {
+        "overhead": ovh,
+        "overhead_medium": medium,
+        "import_time": imp,
+        "discovery": disc,
+        "checkpoint": ckpt,
+        "ddp": dist,
+        "instructions": instr,
+    }
     env = ovh.get("environment", {})
+    table = summary_table(combined)
     report = [
         "# Surge benchmarks",
         "",
@@ -108,20 +239,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"lightning {env.get('lightning') or 'not installed'}, {env.get('cpus')} CPUs; {platform.platform()}"
         ),
         "",
+        "## Summary (against raw PyTorch in this run)",
+        "",
+        table,
+        "",
         "## Goals",
         "",
         *goals(ovh, imp, ckpt),
         "",
         overhead.markdown(ovh),
         "",
+        overhead.markdown(medium),
+        "",
         instructions.markdown(instr) if instr else "(instruction counts skipped: no valgrind, or --no-instructions)",
         "",
         import_time.markdown(imp),
         "",
+        discovery.markdown(disc),
+        "",
         checkpoint.markdown(ckpt),
+        "",
+        ddp.markdown(dist) if dist else "(2-process DDP skipped: --no-ddp)",
     ]
     print("\n".join(report))
-    combined = {"overhead": ovh, "import_time": imp, "checkpoint": ckpt, "instructions": instr}
+    if args.markdown:
+        Path(args.markdown).write_text(f"{report[2]}\n\n{table}\n")
     if args.json:
         Path(args.json).write_text(json.dumps(combined, indent=2))
     return combined

@@ -68,3 +68,154 @@ def test_instruction_benchmark_child_and_report() -> None:
         }
     )
     assert "| surge-logging | 1,020 | 1.020 | +20 |" in table
+
+
+def _bench_module(name: str):  # type: ignore[no-untyped-def]
+    """A benchmark script imported as a module (they are scripts beside each other, not a package)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+@pytest.mark.slow
+def test_overhead_benchmark_medium_model_smoke(tmp_path):
+    out = tmp_path / "medium.json"
+    options = ["--quick", "--model", "medium", "--no-empty-plugins", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "overhead.py"), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["config"]["model"] == "medium"
+    assert result["info"]["surge-default"]["global_step"] == result["info"]["surge-minimal"]["global_step"] > 0
+    assert "MLP 1024-1024-1024-1024-10, batch 64" in proc.stdout
+    overhead = _bench_module("overhead")
+    net = overhead.make_net(overhead.MODELS["medium"])
+    assert sum(p.numel() for p in net.parameters()) == 3 * (1024 * 1024 + 1024) + 1024 * 10 + 10
+
+
+@pytest.mark.slow
+def test_discovery_benchmark_smoke(tmp_path):
+    out = tmp_path / "discovery.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "discovery.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    count = result["config"]["count"]
+    # the children really saw the generated plugins: found, imported, and all active in a default Trainer()
+    assert result["plugins"][f"+{count}"] == result["plugins"]["0"] + count
+    assert result["loaded"][f"+{count}"] == result["loaded"]["0"] + count
+    assert result["active"][f"+{count}"] == result["active"]["0"] + count
+    assert set(result["summary"]) == {"first_discover_ms", "discover_warm_ms", "entry_points_scan_ms", "trainer_ms"}
+    assert f"| ratio +{count} / 0 |" in proc.stdout
+
+
+def test_soak_benchmark_smoke(tmp_path):
+    out = tmp_path / "soak.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "soak.py"), "--quick", "--variant", "default", "--top", "3", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(out.read_text())["variants"]["default"]
+    assert run["steps"] == 600 and run["validations"] == 12  # --quick: validation every 50 steps
+    assert [s["step"] for s in run["samples"]] == [100, 200, 300, 400, 500, 600]
+    assert all(s["traced_bytes"] > 0 and s["rss_bytes"] > 0 for s in run["samples"])
+    assert 0 < len(run["top_growth"]) <= 3
+    assert "| default |" in proc.stdout
+
+
+def test_ddp_report_from_known_samples() -> None:
+    """The 2-process run itself is covered by surge-ddp's tests and ``make bench``; here the report's arithmetic."""
+    ddp = _bench_module("ddp")
+    result = {
+        "config": {"rounds": 3, "size": 1024, "width": 8, "batch": 32, "epochs": 1},
+        "samples": {"reference": [1.0, 2.0, 1.0], "surge": [1.1, 2.0, 1.3]},
+        "ratios": [1 / 1.1, 1.0, 1 / 1.3],
+        "steps": 16.0,
+    }
+    summary = ddp.summary(result)
+    assert summary["time_ratio"] == pytest.approx(1.1)
+    assert summary["surge_s"] == pytest.approx(1.3)
+    assert "| surge strategy='ddp' | 1.300 | 12.3 | 0.909 |" in ddp.markdown(result)
+
+
+def _overhead_result(raw_us: float, surge: dict[str, float], lightning: bool) -> dict:
+    rows = {"raw": raw_us, **surge}
+    summary = {
+        name: {"median_us_per_step": us, "ratio_vs_raw": us / raw_us}
+        for name, us in rows.items()
+        if lightning or not name.startswith("lightning")
+    }
+    return {
+        "config": {"model": "tiny"},
+        "environment": {"lightning": "2.6" if lightning else None},
+        "summary": {"wall": summary, "cpu": summary},
+    }
+
+
+def test_run_all_summary_table_from_known_results() -> None:
+    run_all = _bench_module("run_all")
+    tiny = _overhead_result(
+        100.0,
+        {"surge-default": 103.0, "surge-minimal": 101.0, "lightning-default": 250.0, "lightning-bare": 200.0},
+        True,
+    )
+    medium = _overhead_result(10_000.0, {"surge-default": 10_100.0, "surge-minimal": 10_050.0}, False)
+    medium["config"]["model"] = "medium"
+    results = {
+        "overhead": tiny,
+        "overhead_medium": medium,
+        "import_time": {
+            "summary": {
+                "import torch": {"median_s": 2.0, "ratio_vs_torch": 1.0},
+                "import surge; surge.Trainer()": {"median_s": 2.4, "ratio_vs_torch": 1.2},
+            }
+        },
+        "discovery": {
+            "config": {"count": 500},
+            "summary": {
+                "trainer_ms": {"zero_ms": 20.0, "many_ms": 200.0, "ratio": 10.0},
+                "first_discover_ms": {"zero_ms": 50.0, "many_ms": 250.0, "ratio": 5.0},
+            },
+        },
+        "checkpoint": {
+            "async": {
+                "checkpoint_mb": 101.0,
+                "ratio_in_flight": 1.1,
+                "steps_by_kind": {"normal": {"median_ms": 50.0}, "in flight": {"median_ms": 55.0}},
+            },
+            "sync": {
+                "checkpoint_mb": 101.0,
+                "variants": {
+                    "torch.save (bare)": {"median_s": 0.2},
+                    "torch.save + fsync": {"median_s": 0.5},
+                    "Trainer.save_checkpoint": {"median_s": 0.6},
+                    "lightning Trainer.save_checkpoint": {"median_s": 0.3},
+                },
+            },
+        },
+        "ddp": {"samples": {"reference": [4.0], "surge": [5.0]}, "ratios": [0.8], "steps": 512.0},
+    }
+    table = run_all.summary_table(results)
+    assert "| step time, tiny model, optional plugins off | 100 us | 101 us | 1.010x (cpu 1.010x) | 200 us |" in table
+    assert (
+        "| step time, medium model, optional plugins off | 10,000 us | 10,050 us | 1.005x (cpu 1.005x) | — | — |"
+        in table
+    )
+    assert "| 2.00 s | 2.40 s | 1.20x | — | — |" in table  # start-up, no Lightning row measured
+    assert "| 20 ms | 200 ms | 10.00x | — | — |" in table
+    assert "| 50.0 ms | 55.0 ms | 1.10x | — | — |" in table
+    assert "| 0.500 s | 0.600 s | 1.20x | 0.300 s | 1.50x |" in table  # Lightning against bare torch.save
+    assert "| 4.00 s | 5.00 s | 1.25x | — | — |" in table

@@ -38,7 +38,6 @@ and, inside an open gradient-accumulation window, ``accumulated_grads``. Plugins
 from __future__ import annotations
 
 import contextlib
-import glob as _glob
 import hashlib
 import io
 import os
@@ -74,6 +73,7 @@ __all__ = [
     "newest_valid",
     "remove",
     "save",
+    "shard_dirs",
     "snapshot",
     "sweep",
     "verify",
@@ -233,9 +233,20 @@ def remove(url: str) -> None:
             fs.rm_file(target)
         except FileNotFoundError:
             pass
-    for shards in fs.glob(_glob.escape(path) + SHARDS_INFIX + "*"):  # a sharded checkpoint's data (fsdp)
+    for shards in shard_dirs(fs, path):  # a sharded checkpoint's data (fsdp)
         with contextlib.suppress(FileNotFoundError):
             fs.rm(shards, recursive=True)
+
+
+def shard_dirs(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:
+    """The ``PATH.shards-<id>`` directories beside ``path``. Listed and matched by prefix, not globbed: a glob
+    compiles a new regular expression per path, which filled ``re``'s cache in long runs (soak benchmark)."""
+    prefix = path + SHARDS_INFIX
+    try:
+        siblings = fs.ls(posixpath.dirname(path) or ".", detail=False)
+    except FileNotFoundError:
+        return []
+    return [entry for entry in siblings if entry.rstrip("/").startswith(prefix)]
 
 
 def sweep(directory_url: str) -> list[str]:

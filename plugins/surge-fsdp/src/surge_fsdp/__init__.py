@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import glob
 import os
 import posixpath
 import uuid
@@ -31,6 +30,7 @@ import surge
 import torch
 import torch.distributed as dist
 from loguru import logger
+from surge.checkpoint import shard_dirs
 from surge_ddp import DDPStrategy
 from torch import nn
 
@@ -313,7 +313,7 @@ def _remove_shards(url: str, keep: str | None = None) -> None:
     """Remove the shard directories of earlier saves to ``url`` (and of saves a crash cut short)."""
     fs, path = fsspec.core.url_to_fs(url)
     kept = fsspec.core.url_to_fs(keep)[1].rstrip("/") if keep else None
-    for candidate in fs.glob(glob.escape(path) + surge.checkpoint.SHARDS_INFIX + "*"):
+    for candidate in shard_dirs(fs, path):
         if candidate.rstrip("/") != kept:
             with contextlib.suppress(FileNotFoundError):
                 fs.rm(candidate, recursive=True)
