@@ -3,9 +3,9 @@
 Both variants are the program ``plugins/surge-ddp/tests/_program.py`` (``surge`` / ``reference``), started
 the same way, ``python -m torch.distributed.run --standalone --nproc-per-node=2``, on the gloo backend with
 one CPU thread per process: the same MLP, data, ``DistributedSampler`` and SGD, no per-step host copy
-(``--no-record``). Each rank reports the seconds of its training (Surge: the whole ``trainer.fit``, set-up
-included; the reference: from building its DDP wrapper to the end of its loop); a run counts as its slowest
-rank. Rounds alternate the two variants; the table reports medians and the median of the per-round ratios.
+(``--no-record``). Each rank reports the seconds of its training (Surge: from ``on_train_start``, after the
+process group, the DDP wrapper and the loaders are set up, to the end of ``trainer.fit``; the reference: from
+after building its wrapper and loader to the end of its loop); a run counts as its slowest rank. Rounds alternate the two variants; the table reports medians and the median of the per-round ratios.
 
 Usage::
 

@@ -189,8 +189,8 @@ def summary_table(results: dict[str, Any]) -> str:
             "`Trainer()` as installed (CSV logger, progress bar, model summary, a checkpoint each epoch) with "
             "`self.log` each step; optional plugins off: `logger=False, enable_checkpointing=False, "
             "enable_progress_bar=False, enable_model_summary=False`, no `self.log`. Lightning: the same settings on "
-            "`lightning.Trainer`. Discovery: Lightning has no plugin discovery. DDP: Surge's time includes "
-            "`fit`'s set-up; no Lightning run."
+            "`lightning.Trainer`. Discovery: Lightning has no plugin discovery. DDP: both from the start of "
+            "training (after process group, wrapper and loaders) to its end; no Lightning run."
         ),
     ]
     if not tiny["environment"].get("lightning"):
