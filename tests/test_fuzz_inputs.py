@@ -414,7 +414,7 @@ def _install(
 
         module.__getattr__ = declare  # type: ignore[method-assign]
         sys.modules[module_name] = module
-    return dist, value or str(index)
+    return dist, value if value is not None else str(index)
 
 
 def _valid_name(name: str) -> bool:

@@ -100,6 +100,8 @@ class _DispatchAll(_Dispatch):
                 logger.opt(exception=exc).error(
                     "{} failed while handling '{}'; the other handlers still run", subscriber.describe(), self.event
                 )
+                if self.event == "teardown":  # the run fails: loggers closing after this handler record that
+                    event.trainer.state.status = "failed"  # type: ignore[attr-defined]
                 first = first or exc
         if first is not None:
             raise first
