@@ -4,6 +4,7 @@ against the same training written by hand."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,10 +64,12 @@ def _by_hand(epochs: int) -> tuple[Recurrent, list[float]]:
     return model, losses
 
 
-def test_each_time_split_is_one_step_with_the_hidden_state_carried() -> None:
+def test_each_time_split_is_one_step_with_the_hidden_state_carried(tmp_path: Path) -> None:
     expected, _ = _by_hand(epochs=2)
     model = Recurrent()
-    trainer = surge.Trainer(max_epochs=2, accelerator="cpu", num_sanity_val_steps=0, **QUIET)
+    trainer = surge.Trainer(
+        max_epochs=2, accelerator="cpu", num_sanity_val_steps=0, default_root_dir=str(tmp_path), **QUIET
+    )
     trainer.fit(model, train_dataloaders=DataLoader(_data(), batch_size=4))
     assert trainer.global_step == 2 * 3 * 3  # 2 epochs x 3 batches x 3 pieces (4 + 4 + 2 steps)
     assert model.seen[:3] == [(0, 4, False), (0, 4, True), (0, 2, True)]
@@ -82,7 +85,9 @@ def test_split_batch_can_be_overridden_and_bad_layouts_are_explained() -> None:
         model.tbptt_split_batch((torch.zeros(2, 5, 1), torch.zeros(2, 6, 1)), 2)
 
 
-def test_cannot_be_combined_with_gradient_accumulation() -> None:
-    trainer = surge.Trainer(max_epochs=1, accelerator="cpu", accumulate_grad_batches=2, **QUIET)
+def test_cannot_be_combined_with_gradient_accumulation(tmp_path: Path) -> None:
+    trainer = surge.Trainer(
+        max_epochs=1, accelerator="cpu", accumulate_grad_batches=2, default_root_dir=str(tmp_path), **QUIET
+    )
     with pytest.raises(surge.SurgeError, match="accumulate_grad_batches=2"):
         trainer.fit(Recurrent(), train_dataloaders=DataLoader(_data(), batch_size=4))

@@ -135,7 +135,9 @@ def test_sharded_checkpoint_resumes_exactly(tmp_path: Path, uninterrupted: list[
     assert [name.split(".shards-")[0] for name in shards] == ["epoch=0-step=5.ckpt", "last.ckpt"]
     assert {p.name for p in (last.parent / shards[1]).iterdir()} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
     with pytest.raises(surge.checkpoint.CheckpointError, match="surge_fsdp.consolidate"):
-        trainer = surge.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, max_epochs=1)
+        trainer = surge.Trainer(
+            accelerator="cpu", logger=False, enable_checkpointing=False, max_epochs=1, default_root_dir=str(tmp_path)
+        )
         trainer.fit(_program_net(), train_dataloaders=_loader(), ckpt_path=str(last))
 
     resumed = _run(tmp_path, "surge", "--strategy", "fsdp", "--adam", "--resume", str(last))

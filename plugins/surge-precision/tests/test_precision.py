@@ -342,7 +342,14 @@ def test_scaler_state_round_trips_through_a_checkpoint(tmp_path) -> None:  # typ
         def train_start(self, event: Any) -> None:
             seen["restored"] = event.trainer.precision_plugin.scale
 
-    resumed = surge.Trainer(precision="16-mixed", max_epochs=2, limit_val_batches=0, plugins=[Peek()], **QUIET)
+    resumed = surge.Trainer(
+        precision="16-mixed",
+        max_epochs=2,
+        limit_val_batches=0,
+        plugins=[Peek()],
+        default_root_dir=str(tmp_path),
+        **QUIET,
+    )
     resumed.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=path)
     assert seen["restored"] == 65536.0 / 4
     state = resumed.precision_plugin.state_dict()
@@ -509,7 +516,14 @@ def test_resuming_inside_an_accumulation_window_matches_an_uninterrupted_run(tmp
     trainer = fit("16-mixed", tmp_path, whole, max_epochs=1, accumulate_grad_batches=2, plugins=[_InfAt({0}), SaveAt()])
     assert torch.load(path, weights_only=True)["precision"]["scale"] == 65536.0 / 2
     resumed_module = seeded_module()
-    resumed = surge.Trainer(precision="16-mixed", max_epochs=1, accumulate_grad_batches=2, limit_val_batches=0, **QUIET)
+    resumed = surge.Trainer(
+        precision="16-mixed",
+        max_epochs=1,
+        accumulate_grad_batches=2,
+        limit_val_batches=0,
+        default_root_dir=str(tmp_path),
+        **QUIET,
+    )
     torch.manual_seed(0)
     resumed.fit(resumed_module, datamodule=TinyDataModule(), ckpt_path=path)
     assert resumed.precision_plugin.state_dict() == trainer.precision_plugin.state_dict()
