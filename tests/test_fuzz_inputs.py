@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import surge
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loguru import logger
 from surge import checkpoint as store
@@ -325,6 +325,8 @@ def test_a_damaged_checkpoint_file_is_refused_naming_it(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=DAMAGE, marker=st.sampled_from(["kept", "recommitted", "missing"]))
+# found in CI: a flip that renames the optimizer's "state" key under a recomputed marker (a KeyError in restore)
+@example(damage=("flip", [(0.05714246894570953, 1)]), marker="recommitted")
 def test_fit_from_a_damaged_checkpoint_fails_naming_it(
     tmp_path: Path, saved: tuple[bytes, bytes], damage: Any, marker: Any
 ) -> None:

@@ -45,7 +45,7 @@ import pickle
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, cast
 
 import fsspec
@@ -501,19 +501,42 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
     """``Trainer.restore_checkpoint`` after the file is read: weights always; in ``fit`` also optimizers,
     schedulers, precision, plugin and datamodule states and the loop's position (the loops continue
     from it)."""
-    _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
-    if "sharded" in checkpoint and "state_dict" not in checkpoint:
-        info = checkpoint["sharded"]
-        raise CheckpointError(
-            f"checkpoint {url} is sharded (its weights are in {info.get('shards')}, written by a sharding strategy "
-            f"across {info.get('world_size')} processes); restore it with that strategy (strategy='fsdp'), or "
-            f"make one file of it with `python -m surge_fsdp.consolidate {url} OUT.ckpt`"
-        )
-    if "state_dict" not in checkpoint:
-        raise CheckpointError(f"checkpoint {url} is not a Surge checkpoint (it has no 'state_dict' entry)")
+    with _must_fit(url):
+        _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
+        if "sharded" in checkpoint and "state_dict" not in checkpoint:
+            info = checkpoint["sharded"]
+            raise CheckpointError(
+                f"checkpoint {url} is sharded (its weights are in {info.get('shards')}, written by a sharding strategy "
+                f"across {info.get('world_size')} processes); restore it with that strategy (strategy='fsdp'), or "
+                f"make one file of it with `python -m surge_fsdp.consolidate {url} OUT.ckpt`"
+            )
+        if "state_dict" not in checkpoint:
+            raise CheckpointError(f"checkpoint {url} is not a Surge checkpoint (it has no 'state_dict' entry)")
     bus = trainer._bus
     if bus.before_checkpoint_load:
         bus.before_checkpoint_load(ev.BeforeCheckpointLoad(trainer, checkpoint))
+    with _must_fit(url):
+        _restore_states(trainer, checkpoint, url)
+    if bus.after_checkpoint_load:
+        bus.after_checkpoint_load(ev.AfterCheckpointLoad(trainer, checkpoint))
+
+
+@contextlib.contextmanager
+def _must_fit(url: str) -> Iterator[None]:
+    """A well-formed file whose contents do not fit this run (another model, or damage a recomputed marker
+    hides) fails as a ``CheckpointError`` naming it, not as whatever restoring tripped over."""
+    try:
+        yield
+    except SurgeError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(
+            f"checkpoint {url} does not fit this run: {type(exc).__name__}: {_first_line(exc)}. Restore it with the "
+            "model, optimizers and plugins that wrote it"
+        ) from exc
+
+
+def _restore_states(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
     trainer.strategy.load_module_state_dict(trainer.module, checkpoint["state_dict"])
     loops = checkpoint.get("loops")
     if loops and trainer.state.stage == "fit":
@@ -542,8 +565,6 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
         if trainer.datamodule is not None and "datamodule" in checkpoint:
             trainer.datamodule.load_state_dict(checkpoint["datamodule"])
         trainer._resume_point = _resume.restore_position(trainer, checkpoint, url)
-    if bus.after_checkpoint_load:
-        bus.after_checkpoint_load(ev.AfterCheckpointLoad(trainer, checkpoint))
 
 
 def _resolve(trainer: Trainer, ckpt_path: str, stage: str) -> str | None:
