@@ -151,7 +151,7 @@ def train_epoch(trainer: Trainer) -> None:
     module.train()
     metrics.context = "train"
     accumulate = trainer.accumulate_grad_batches  # after train_epoch_start: a plugin may change it there
-    if accumulate < 1 or not isinstance(accumulate, int):
+    if not isinstance(accumulate, int) or accumulate < 1:
         raise SurgeError(f"trainer.accumulate_grad_batches is {accumulate!r} for epoch {epoch}; it must be an int >= 1")
     tbptt = module.truncated_bptt_steps if automatic else 0
     if tbptt and accumulate > 1:
