@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import cProfile
 import io
-import marshal
-import pstats
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import surge
 from loguru import logger
 from pydantic import Field
 
 from surge_profilers._base import EventProfiler, ProfilerConfig, validated
+
+if TYPE_CHECKING:  # imported when a run profiles, not whenever discovery imports this plugin
+    import cProfile
+    import pstats
 
 __all__ = ["AdvancedProfiler", "AdvancedProfilerConfig"]
 
@@ -65,6 +66,8 @@ class AdvancedProfiler(EventProfiler):
             return
         profile = self.profiles.get(span)
         if profile is None:
+            import cProfile
+
             profile = self.profiles[span] = cProfile.Profile()
         if outer is not None:
             outer.disable()
@@ -92,9 +95,14 @@ class AdvancedProfiler(EventProfiler):
 
     def stats(self, action: str) -> pstats.Stats:
         """The ``pstats.Stats`` of one action's profile."""
+        import pstats
+
         return pstats.Stats(self.profiles[action])
 
     def _report(self, trainer: surge.Trainer, stage: str) -> str:
+        import marshal
+        import pstats
+
         report, index = io.StringIO(), []
         for action, profile in self._by_time():
             stats = pstats.Stats(profile, stream=report)
