@@ -91,6 +91,22 @@ def test_training_goes_on_while_one_save_is_in_flight(fit, tmp_path, slow_saves)
         store.verify(url)
 
 
+def test_a_strategy_whose_ranks_all_write_gets_synchronous_saves(fit, tmp_path, slow_saves):
+    """``Strategy.async_checkpoint_save = False`` (fsdp's sharded checkpoints: every rank writes its shards)
+    turns ``async_save`` into saves through the strategy on the loop's own thread."""
+
+    class EveryRankWrites:
+        @surge.hookimpl
+        def setup(self, event):
+            event.trainer.strategy.async_checkpoint_save = False
+
+    callback = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=2, save_top_k=-1, async_save=True)
+    fit([EveryRankWrites(), callback], max_epochs=1)
+    threads = {thread for _, thread, _, _ in slow_saves.log}
+    assert len(slow_saves.log) == 2 and threads == {threading.main_thread().name}
+    assert not _writer_threads()
+
+
 def test_a_failed_background_save_surfaces_at_the_next_step_naming_the_file(fit, tmp_path, monkeypatch):
     steps_seen: list[int] = []
 
