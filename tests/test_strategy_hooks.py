@@ -115,3 +115,32 @@ def test_checkpoint_requests_wait_until_every_rank_holds_one(tmp_path: Any) -> N
 
     _trainer(tmp_path, strategy, max_epochs=1, limit_val_batches=0).fit(Asking(), datamodule=TinyDataModule())
     assert served == [5]
+
+
+def test_a_strategy_or_accelerator_can_decline_inference_mode() -> None:
+    """``inference_mode_ok = False`` on the strategy (fsdp) or the accelerator (XLA): evaluation runs under
+    ``torch.no_grad``, not ``torch.inference_mode``, whatever ``Trainer(inference_mode=...)`` says."""
+
+    class Probe(TinyModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.modes: list[tuple[bool, bool]] = []  # (inference mode, grad enabled) in validation_step
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.modes.append((torch.is_inference_mode_enabled(), torch.is_grad_enabled()))
+
+    class NoInference(surge.Strategy):
+        inference_mode_ok: ClassVar[bool] = False
+
+    class NoInferenceDevice(_CPU):
+        inference_mode_ok: ClassVar[bool] = False
+
+    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+    for strategy, expected in (
+        (surge.Strategy(_CPU(), [0]), (True, False)),
+        (NoInference(_CPU(), [0]), (False, False)),
+        (surge.Strategy(NoInferenceDevice(), [0]), (False, False)),
+    ):
+        probe = Probe()
+        surge.Trainer(strategy=strategy, **quiet).validate(probe, datamodule=TinyDataModule())
+        assert probe.modes and set(probe.modes) == {expected}, type(strategy).__name__

@@ -443,7 +443,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     metrics.context = stage
     predictions: list[list[Any]] = [[] for _ in loaders]
     inference = trainer.config.inference_mode and trainer.strategy.inference_mode_ok
-    inference = inference and trainer.accelerator.inference_mode_ok
+    inference = inference and trainer.strategy.accelerator.inference_mode_ok  # the device the strategy runs on
     no_grad = torch.inference_mode() if inference else torch.no_grad()
     with no_grad:
         bus.emit(ev.EVENTS[f"{stage}_start"](trainer)) if getattr(bus, f"{stage}_start") else None
