@@ -37,12 +37,14 @@ RESULT_PREFIX = "RESULT: "
 @dataclass(frozen=True)
 class Dist:
     """One distribution: ``modules`` maps a module name to its source; ``entry_points`` (in file order)
-    maps a ``surge.plugins`` entry-point name to ``module:attribute``."""
+    maps a ``surge.plugins`` entry-point name to ``module:attribute``; ``providers`` are its
+    ``surge.providers`` entry points (``("accelerator.cpu", "module:plugin")``)."""
 
     name: str
     version: str
     modules: Mapping[str, str]
     entry_points: Sequence[tuple[str, str]]
+    providers: Sequence[tuple[str, str]] = ()
 
     @property
     def normalized(self) -> str:
@@ -71,6 +73,8 @@ class Dist:
             )
             + eps
             + "\n"
+            + ('\n[project.entry-points."surge.providers"]\n' if self.providers else "")
+            + "".join(f'"{name}" = "{value}"\n' for name, value in self.providers)
         )
 
 
@@ -163,7 +167,10 @@ def build_wheel(dist: Dist, project: Path, wheel_dir: Path) -> Path:
     files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.version}\n".encode()
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: surge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     eps = "".join(f"{name} = {value}\n" for name, value in dist.entry_points)
-    files[f"{info}/entry_points.txt"] = f"[surge.plugins]\n{eps}".encode()
+    providers = "".join(f"{name} = {value}\n" for name, value in dist.providers)
+    files[f"{info}/entry_points.txt"] = (
+        f"[surge.plugins]\n{eps}" + (f"\n[surge.providers]\n{providers}" if providers else "")
+    ).encode()
     record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files.items())
     files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
     wheel = wheel_dir / f"{dist.normalized}-{dist.version}-py3-none-any.whl"

@@ -1,1 +1,1 @@
-"""Core tests. Fixtures come from ``surge.testing`` (registered as a pytest plugin by the core package)."""
+"""Core tests. Fixtures come from ``surge.testing``, which the repository's root ``conftest.py`` opts in to."""

@@ -136,12 +136,50 @@ def test_constraint_may_name_a_provider_plugin(hidden: Any, make_trainer: Any) -
     assert CALLS == ["a", "hooked_cpu"]
 
 
-def test_unknown_name_in_constraint_fails_at_construction(hidden: Any, make_trainer: Any) -> None:
+def test_constraint_on_a_plugin_not_installed_is_a_preference(hidden: Any, make_trainer: Any) -> None:
+    # "run after wandb if it is there": without wandb installed the handler still runs, in its usual place.
+    plugins = [subscriber("b", after=["wandb", "a"]), subscriber("a", before="tensorboard")]
+    trainer = make_trainer(plugins=plugins, **SHORT)
+    assert trainer.event_order("train_batch_end") == ["a", "b"]  # the installed name still orders
+    _fit(trainer)
+    assert CALLS == ["a", "b"]
+
+
+def test_required_constraint_on_a_plugin_not_installed_fails_at_construction(hidden: Any, make_trainer: Any) -> None:
+    hidden.add(surge.Plugin(name="csv_logger", kind="observer", factory=lambda: subscriber("csv_logger")))
     with pytest.raises(PluginOrderError) as info:
-        make_trainer(plugins=[subscriber("a"), subscriber("b", after="csv_loger")])
+        make_trainer(plugins=[subscriber("a"), subscriber("b", after="csv_loger!")])
     message = str(info.value)
-    assert "'b'" in message and "'csv_loger'" in message and "train_batch_end" in message
-    assert "Known plugins" in message
+    assert "'b'" in message and "after 'csv_loger'" in message and "train_batch_end" in message
+    assert "did you mean 'csv_logger'?" in message and "known plugins" in message
+    assert "drop the '!'" in message
+
+
+def test_required_constraint_on_an_installed_plugin_orders_like_a_plain_one(hidden: Any, make_trainer: Any) -> None:
+    hidden.add(surge.Plugin(name="sleepy", kind="participant", factory=lambda: subscriber("sleepy")))
+    trainer = make_trainer(plugins=[subscriber("b", after="a!", before="sleepy!"), subscriber("a")])
+    assert trainer.event_order("train_batch_end") == ["a", "b"]  # sleepy is installed, not active: ignored
+
+
+def test_misspelt_preference_is_ignored_with_one_warning(hidden: Any, make_trainer: Any) -> None:
+    hidden.add(surge.Plugin(name="csv_logger", kind="observer", factory=lambda: subscriber("csv_logger")))
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        trainer = make_trainer(plugins=[subscriber("typo_author", after="csv_loger")], **SHORT)
+        _fit(trainer)  # a run builds its bus again: no second warning
+    finally:
+        logger.remove(sink)
+    warnings = [line for line in lines if "csv_loger" in line]
+    assert len(warnings) == 1
+    assert "'typo_author'" in warnings[0] and "did you mean 'csv_logger'?" in warnings[0]
+
+
+def test_constraint_names_must_be_names() -> None:
+    with pytest.raises(ValueError, match="plugin names"):
+        surge.hookimpl(after=["a", ""])
+    with pytest.raises(ValueError, match="plugin names"):
+        surge.hookimpl(before="!")
 
 
 def test_cycle_fails_at_construction_naming_the_plugins(hidden: Any, make_trainer: Any) -> None:
@@ -393,6 +431,68 @@ def test_misspelt_hook_of_an_installed_plugin_names_its_distribution(hidden: Any
         make_trainer(plugins=["typo"])
     message = str(info.value)
     assert "validation_epoch_ends" in message and "surge-typo 2.0" in message
+
+
+def test_misspelt_hook_gets_a_did_you_mean(hidden: Any, make_trainer: Any) -> None:
+    class Typos:
+        @surge.hookimpl
+        def train_batch_ennd(self, event: ev.TrainBatchEnd) -> None:
+            pass
+
+        @surge.hookimpl
+        def on_validation_epoch_end(self, event: ev.ValidationEpochEnd) -> None:
+            pass
+
+    with pytest.raises(surge.PluginError) as info:
+        make_trainer(plugins=[Typos()])
+    message = str(info.value)
+    assert "unknown hook 'train_batch_ennd'; did you mean 'train_batch_end'?" in message
+    assert "unknown hook 'on_validation_epoch_end'; did you mean 'validation_epoch_end'?" in message
+
+
+class Unmarked:
+    """Handlers written as for the Module: no marker, and one with its on_ prefix."""
+
+    def train_batch_end(self, event: ev.TrainBatchEnd) -> None:
+        CALLS.append("unmarked")
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        CALLS.append("on_validation_end")
+
+
+def test_unmarked_method_named_after_an_event_is_refused(hidden: Any, make_trainer: Any, tmp_path: Any) -> None:
+    hidden.add(surge.Plugin(name="unmarked", kind="participant", factory=Unmarked), distribution="surge-unmarked")
+    with pytest.raises(surge.PluginError) as info:
+        make_trainer(plugins=["unmarked"])
+    message = str(info.value)
+    assert "plugin 'unmarked' (distribution surge-unmarked 0.0.1)" in message
+    assert "method 'train_batch_end' is named after the event 'train_batch_end' but is not marked" in message
+    assert "mark it @surge.hookimpl" in message and "rename it (e.g. '_train_batch_end')" in message
+    assert "method 'on_validation_end'" in message and "name it 'validation_end'" in message
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_helpers_and_backend_methods_named_like_events_are_allowed(hidden: Any, make_trainer: Any) -> None:
+    class Helpers:
+        setup_done = False  # not a method
+        teardown = None
+
+        def _train_batch_end(self) -> None:  # private helper
+            pass
+
+        @surge.hookimpl(specname="train_batch_end")
+        def count(self, event: ev.TrainBatchEnd) -> None:
+            CALLS.append("count")
+
+    from surge_devices import CPUAccelerator
+
+    class Closing(CPUAccelerator):
+        def teardown(self) -> None:  # the backend API's teardown (the strategy calls it), not the event
+            CALLS.append("accelerator teardown")
+
+    trainer = make_trainer(plugins=[Helpers()], accelerator=Closing(), **SHORT)
+    _fit(trainer)
+    assert CALLS == ["count", "accelerator teardown"]
 
 
 def test_hook_with_a_wrong_argument_is_rejected(hidden: Any, make_trainer: Any) -> None:

@@ -83,7 +83,8 @@ def test_plugins_json_shows_status_and_reason(runs: dict) -> None:
 def test_plugins_table(runs: dict) -> None:
     rc, out, err = runs["table"].wait()
     assert rc == 0, err
-    lines = out.splitlines()
+    header, *lines = out.split("\n\nloaded from:\n")[0].splitlines()
+    assert header == "lab profile: none"
     assert lines[0].split() == ["name", "distribution", "version", "kind", "status", "provides", "/", "hooks"]
     by_name = {line.split()[0]: line for line in lines[1:]}
     assert list(by_name) == sorted(by_name)
@@ -92,6 +93,9 @@ def test_plugins_table(runs: dict) -> None:
     assert "blocked (blocked by SURGE_DISABLE_PLUGINS)" in by_name["tp-beta"]
     assert f"failed (RuntimeError: {dists.BROKEN_MESSAGE})" in by_name["tp-broken"]
     assert "accelerator: cpu, cuda, mps; strategy: single_device" in by_name["devices"]
+    loaded_from = dict(line.split() for line in out.split("\n\nloaded from:\n")[1].splitlines())
+    assert loaded_from["tp-alpha"].endswith("/site/main/tp_alpha.py")  # where each plugin was imported from
+    assert "tp-beta" not in loaded_from and "tp-broken" not in loaded_from  # blocked, failed: not imported
 
 
 def test_fit_trains_the_digits_example_and_reports_its_run_directory(runs: dict) -> None:
@@ -148,6 +152,7 @@ def test_in_process_json_lists_hooks_kind_and_default_status(plugin_env, capsys)
         "default": False,
         "role": None,
         "description": "",
+        "origin": None,  # made in memory: no file
     }
     # an active plugin's hooks come from the resolved order of the bare run's bus
     assert rows["watcher"]["hooks"] == ["train_batch_end", "fit_end"]

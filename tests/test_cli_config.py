@@ -115,6 +115,36 @@ def test_plugin_settings_merge_in_order_and_lab_rules_go_on_top(
         _resolve(tmp_path, BASE + "plugins: {checkpoint: {save_top_k: 2}}\n")
 
 
+def test_surge_trainer_plugins_is_the_plugins_layer_of_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As for Trainer(): the variable holds what plugins= takes; in a run config it sits between the files and
+    # the command line, merged key by key like every other layer.
+    monkeypatch.setenv("SURGE_TRAINER_PLUGINS", '{"progress": {"refresh_rate": 3}, "swa": false}')
+    file = BASE + "plugins: {progress: {refresh_rate: 2, leave: true}}\n"
+    run = _resolve(tmp_path, file)
+    assert run.active_plugins["progress"]["refresh_rate"] == 3  # the environment over the file
+    assert run.active_plugins["progress"]["leave"] is True  # merged, not replaced
+    over = _resolve(tmp_path, file, overrides=["--plugins.progress.refresh_rate=4"])
+    assert over.active_plugins["progress"]["refresh_rate"] == 4  # the command line over the environment
+    monkeypatch.setenv("SURGE_TRAINER_PLUGINS", '["swa", {"progress": {"leave": false}}]')  # a list, as for plugins=
+    run = _resolve(tmp_path, file)
+    assert "swa" in run.active_plugins and run.active_plugins["progress"]["leave"] is False
+    monkeypatch.setenv("SURGE_TRAINER_PLUGINS", '{"swa": {"swa_lr": 0.1}}')
+    with pytest.raises(ConfigError) as info:
+        _resolve(tmp_path, file)
+    assert dict(info.value.problems)["plugins.swa.swa_lr"] == (
+        "unknown argument; did you mean 'swa_lrs'? (the environment variable SURGE_TRAINER_PLUGINS)"
+    )
+
+    monkeypatch.setenv("SURGE_TRAINER_PLUGINS", '{"csv": {"filename": "from_env.csv"}}')  # a whole run
+    path = _write(tmp_path / "run.yaml", TINY)
+    assert main(["fit", "--config", path, "--trainer.max_epochs=1", "--root", str(tmp_path / "runs")]) == 0
+    run_dir = tmp_path / "runs" / "surge_runs" / "version_0"
+    assert (run_dir / "from_env.csv").is_file()
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["plugins"]["csv"]["filename"] == "from_env.csv"
+
+
 def test_overrides_short_forms_and_a_new_class_dropping_old_arguments(tmp_path: Path) -> None:
     text = "model: {class_path: surge.testing.TinyModule, init_args: {hidden: 4}}\n"
     run = _resolve(tmp_path, text, overrides=["--model.lr", "0.5", "--trainer.fast_dev_run", "--seed_everything=3"])
@@ -341,5 +371,5 @@ def test_each_problem_names_the_layer_it_came_from(tmp_path: Path, monkeypatch: 
     problems = dict(info.value.problems)
     assert "(the environment variable SURGE_TRAINER_DEVICES)" in problems["trainer.devices"]
     assert "(the command line (--trainer.num_nodes=0))" in problems["trainer.num_nodes"]
-    assert "did you mean 'bf16-mixed'?" in problems["trainer.precision"]
+    assert "Did you mean 'bf16-mixed'?" in problems["trainer.precision"]
     assert "(file0.yaml, line 3)" in problems["trainer.precision"]

@@ -50,6 +50,7 @@ def error(fn):
 out = {}
 import surge
 out["imported_by_import_surge"] = read(IMPORT_LOG)
+surge.configure_logging()  # the warnings some tests read: a Trainer leaves logging to the application
 from surge.testing import TinyDataModule, TinyModule
 
 def catalog(trainer):
@@ -104,7 +105,8 @@ _NO_AUTOLOAD = """
 # a provider named in plugins=[...] loads too: that is how autoload-disabled runs pick their backend
 trainer, hooks = fit(plugins=["devices", "tp-beta"])
 out.update(catalog=catalog(trainer), imported=read(IMPORT_LOG), hooks=hooks, active=ours(trainer.plugin_names))
-out["no_provider"] = error(make)  # nothing requested: not even the device provider may load
+bare = make()  # accelerator="auto" asks for every accelerator a distribution declares: the device provider
+out["bare"] = {"catalog": catalog(bare), "imported": read(IMPORT_LOG)}
 os.environ["SURGE_PLUGINS"] = "devices"
 out["allow_list_binds_requests"] = error(lambda: make(plugins=["tp-beta"]))
 """
@@ -130,7 +132,18 @@ def quiet():
     return {"orders": orders(trainer), "hooks": hooks, "active": ours(trainer.plugin_names)}
 out["quiet"] = with_path(QUIET, quiet)
 out["base"] = {"orders": orders(base), "hooks": base_hooks, "active": ours(base.plugin_names)}
-out["clash"] = with_path(CLASH, lambda: error(make))
+def clash():
+    found = {"default": catalog(make())["tp-clash"], "imported": read(IMPORT_LOG)}
+    for key, blocked in (("by_distribution", "surge-test-clash-two:tp-clash"), ("by_name", "tp-clash")):
+        os.environ["SURGE_DISABLE_PLUGINS"] = blocked
+        trainer = make()
+        found[key] = {**catalog(trainer)["tp-clash"], "active": ours(trainer.plugin_names)}
+    del os.environ["SURGE_DISABLE_PLUGINS"]
+    os.environ["SURGE_STRICT_PLUGINS"] = "1"
+    found["strict"] = error(make)
+    del os.environ["SURGE_STRICT_PLUGINS"]
+    return found
+out["clash"] = with_path(CLASH, clash)
 out["fakecpu"] = with_path(FAKECPU, lambda: error(lambda: make(accelerator="cpu")))
 """
 
@@ -215,11 +228,30 @@ def test_records_name_distribution_and_version(default: dict) -> None:
     }
 
 
-def test_two_distributions_claiming_one_name_is_an_error_naming_both(children: dict) -> None:
-    error = children["paths"].result()["clash"]
-    assert "PluginConflictError" in error["types"]
-    assert "tp-clash" in error["message"]
-    assert "surge-test-clash-one 0.1.0" in error["message"] and "surge-test-clash-two 0.2.0" in error["message"]
+def test_two_distributions_claiming_one_name_load_neither_and_the_rest_runs(children: dict) -> None:
+    clash = children["paths"].result()["clash"]
+    record = clash["default"]  # the Trainer was built: one clash no longer breaks every run
+    assert record["status"] == "failed"
+    for text in (
+        "two distributions claim the plugin name 'tp-clash'",
+        "surge-test-clash-one 0.1.0",
+        "surge-test-clash-two 0.2.0",
+    ):
+        assert text in record["reason"]
+    assert "SURGE_DISABLE_PLUGINS=surge-test-clash-two:tp-clash" in record["reason"]  # the fix, ready to paste
+    assert "tp-clash" not in clash["imported"]  # neither claimant ran
+    error = clash["strict"]  # ...unless failures are fatal
+    assert "PluginConflictError" in error["types"] and "surge-test-clash-one 0.1.0" in error["message"]
+
+
+def test_a_clash_is_resolved_by_blocking_one_distribution_or_the_name(children: dict) -> None:
+    clash = children["paths"].result()["clash"]
+    chosen = clash["by_distribution"]
+    assert (chosen["distribution"], chosen["status"]) == ("surge-test-clash-one", "active")
+    assert "tp-clash" in chosen["active"]
+    blocked = clash["by_name"]
+    assert (blocked["status"], blocked["reason"]) == ("blocked", "blocked by SURGE_DISABLE_PLUGINS")
+    assert "tp-clash" not in blocked["active"]
 
 
 # -- failure isolation ---------------------------------------------------------------------------------
@@ -299,11 +331,11 @@ def test_an_allow_list_binds_requests_by_name_too(children: dict) -> None:
     assert "tp-beta" in error["message"] and "SURGE_PLUGINS allow-list" in error["message"]
 
 
-def test_autoload_disabled_without_a_device_provider_says_it_is_blocked(children: dict) -> None:
-    error = children["no_autoload"].result()["no_provider"]
-    assert "ProviderError" in error["types"]
-    assert "surge-devices" in error["message"] and "blocked" in error["message"]
-    assert "SURGE_PLUGINS" in error["message"]
+def test_autoload_disabled_loads_the_provider_a_bare_trainer_chooses(children: dict) -> None:
+    bare = children["no_autoload"].result()["bare"]
+    assert bare["catalog"]["devices"]["status"] == "active"  # declared in surge-devices' metadata
+    assert bare["catalog"]["tp-alpha"]["status"] == "blocked" and bare["catalog"]["csv"]["status"] == "blocked"
+    assert bare["imported"] == ["tp-beta"]  # from the run before; nothing else of ours was imported
 
 
 # -- installed is not active ----------------------------------------------------------------------
@@ -376,9 +408,14 @@ def test_the_same_entry_point_listed_twice_counts_once(monkeypatch: pytest.Monke
 def test_in_memory_conflict_names_both_distributions(plugin_env) -> None:  # type: ignore[no-untyped-def]
     plugin_env.add(_participant("twin", True), distribution="surge-twin-a", version="1.0")
     plugin_env.add(_participant("twin", True), distribution="surge-twin-b", version="2.0")
+    record = surge.plugins.discover(SurgeSettings()).records["twin"]
+    assert record.status == "failed" and record.plugin is None
+    assert "surge-twin-a 1.0" in record.reason and "surge-twin-b 2.0" in record.reason
     with pytest.raises(PluginConflictError, match="twin") as info:
-        surge.plugins.discover(SurgeSettings())
+        surge.plugins.discover(SurgeSettings(strict_plugins=True))
     assert "surge-twin-a 1.0" in str(info.value) and "surge-twin-b 2.0" in str(info.value)
+    chosen = surge.plugins.discover(SurgeSettings(disable_plugins=["Surge_Twin.A:twin"])).records["twin"]
+    assert (chosen.distribution, chosen.status) == ("surge-twin-b", "available")  # names compare as pip's do
 
 
 def test_in_memory_failing_import_is_reported_then_fatal_when_strict(plugin_env) -> None:  # type: ignore[no-untyped-def]

@@ -178,6 +178,8 @@ def test_a_hash_mismatch_refuses_with_both_hashes(
         f.write("# patched in place\n")
     sys.path.remove(str(site["lab"]))
     monkeypatch.syspath_prepend(str(same))
+    for module in ("tp_alpha", "tp_beta", "tp_eta", "tp_zeta"):  # imported from site["lab"] by earlier tests
+        monkeypatch.delitem(sys.modules, module, raising=False)
     path = env.use(locked, monkeypatch)
     assert lab.load(path).check() == []
     sys.path.remove(str(same))
@@ -226,10 +228,12 @@ def test_a_failing_plugin_is_skipped_by_default_and_fatal_when_strict_or_pinned(
     monkeypatch.syspath_prepend(str(site["broken"]))
     messages: list[str] = []
     sink = logger.add(lambda m: messages.append(str(m)), level="WARNING", filter="surge")
+    logger.enable("surge")  # a library is silent until the application configures logging
     try:
         trainer = _trainer(env.root)  # no lab: reported and skipped
     finally:
         logger.remove(sink)
+        logger.disable("surge")
     assert trainer.catalog.records["tp-broken"].status == "failed"
     assert any("tp-broken" in m and dists.BROKEN_MESSAGE in m for m in messages)
 

@@ -1,47 +1,57 @@
-"""Logging goes through loguru: quiet by default, SURGE_LOG_LEVEL to change it, stdlib records routed in."""
+"""Logging goes through loguru. The ``surge`` command configures it: quiet by default, SURGE_LOG_LEVEL to
+change it, stdlib records of torch and plugins routed in. A Trainer used as a library leaves the host's
+logging as it was."""
 
 import logging
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 from loguru import logger
-from surge._logging import configure_logging
+from surge import configure_logging
 
-SCRIPT = textwrap.dedent(
-    """
-    import logging, surge
-    from surge.testing import TinyDataModule, TinyModule
-    surge.seed_everything(0)
-    trainer = surge.Trainer(max_epochs=1, limit_train_batches=2, default_root_dir={root!r})
-    trainer.fit(TinyModule(), datamodule=TinyDataModule())
-    trainer.request_stop("checking the log level")
-    logging.getLogger("torch.surge_test").warning("a stdlib warning from torch's logger tree")
-    """
-)
+# A model for `surge fit` that asks for a stop (an INFO record) and warns through the stdlib loggers of torch
+# and of a default plugin (surge-csv's package).
+MODEL = """
+import logging
+from surge.testing import TinyModule
+
+class StopsAndWarns(TinyModule):
+    def training_step(self, batch, batch_idx):
+        if batch_idx == 1:
+            self.trainer.request_stop("checking the log level")
+            logging.getLogger("torch.surge_test").warning("a stdlib warning from torch's logger tree")
+            logging.getLogger("surge_csv").warning("a stdlib warning from a plugin's logger")
+        return super().training_step(batch, batch_idx)
+"""
 
 
-def _run(tmp_path, level=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SURGE_")}
-    if level:
-        env["SURGE_LOG_LEVEL"] = level
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(root=str(tmp_path))],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stderr
+def _run(tmp_path: Path, level: str | None = None) -> str:
+    """``surge fit`` of ``StopsAndWarns``; returns its stderr."""
+    (tmp_path / "loglevel_case.py").write_text(MODEL)
+    env = dists.child_env([tmp_path], **({"SURGE_LOG_LEVEL": level} if level else {}))
+    args = [
+        "--model.class_path=loglevel_case.StopsAndWarns",
+        "--data.class_path=surge.testing.TinyDataModule",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2",
+        f"--trainer.default_root_dir={tmp_path / 'root'}",
+    ]
+    rc, out, err = dists.start([sys.executable, "-m", "surge.cli", "fit", *args], env, tmp_path).wait()
+    assert rc == 0, f"{out}\n{err}"
+    return err
 
 
 def test_quiet_by_default_but_warnings_pass(tmp_path):
     err = _run(tmp_path)
     assert "stop requested" not in err  # an INFO record
     assert "DEBUG" not in err
-    assert "a stdlib warning from torch's logger tree" in err  # routed from stdlib logging, WARNING passes
+    # routed from stdlib logging into Surge's sink (its format), WARNING passes
+    assert "WARNING  a stdlib warning from torch's logger tree" in err.splitlines()
+    assert "WARNING  a stdlib warning from a plugin's logger" in err.splitlines()
 
 
 def test_log_level_from_environment(tmp_path):
@@ -70,6 +80,7 @@ def test_plugin_trace_is_shown_at_the_default_log_level(tmp_path):
         """
         import surge
         from surge.testing import EventRecorder, TinyDataModule, TinyModule
+        surge.configure_logging()  # a script that wants the command's output asks for it
         trainer = surge.Trainer(max_epochs=1, limit_train_batches=1, num_sanity_val_steps=0,
                                 default_root_dir={root!r}, plugins=[EventRecorder()])
         trainer.fit(TinyModule(), datamodule=TinyDataModule())
@@ -79,3 +90,40 @@ def test_plugin_trace_is_shown_at_the_default_log_level(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "surge trace: train_batch_end ->" in line]
     assert len(lines) == 1 and "event_recorder" in lines[0] and "us" in lines[0]
+
+
+# A host with its own logging: loguru's default sink, and the stdlib loggers as Python leaves them.
+HOST = """
+import json, logging, sys
+from loguru import logger
+import surge
+from surge.testing import TinyDataModule, TinyModule
+
+def stdlib(name):
+    std = logging.getLogger(name)
+    return {"propagate": std.propagate, "handlers": [type(h).__name__ for h in std.handlers], "level": std.level}
+
+before = stdlib("torch")
+trainer = surge.Trainer(max_epochs=1, limit_train_batches=2, default_root_dir=sys.argv[1])
+trainer.fit(TinyModule(), datamodule=TinyDataModule())
+plugins = sorted(r.module for r in trainer.catalog.records.values() if r.plugin is not None and r.module)
+logger.info("the host's own record")
+print("RESULT: " + json.dumps({
+    "torch": [before, stdlib("torch")],
+    "plugins": {name: stdlib(name) for name in plugins},
+}))
+"""
+
+
+def test_a_trainer_leaves_the_host_logging_alone(tmp_path):
+    child = dists.start([sys.executable, "-c", HOST, str(tmp_path / "root")], dists.child_env(), tmp_path)
+    result = child.result()
+    before, after = result["torch"]
+    assert after == before  # as torch set it up on import (its own handler)
+    assert result["plugins"]  # the default plugins were loaded, and their stdlib loggers are untouched:
+    for name, state in result["plugins"].items():
+        assert state == {"propagate": True, "handlers": [], "level": logging.NOTSET}, name
+    # The record went through loguru's own default sink (its format), once: no sink was removed or added.
+    _, _, err = child.wait()
+    lines = [line for line in err.splitlines() if "the host's own record" in line]
+    assert len(lines) == 1 and "| INFO     | __main__:" in lines[0], err

@@ -60,6 +60,7 @@ def hand_run(
     clip_algorithm: str = "norm",
     validate: bool = False,
     sanity_steps: int = 0,
+    isolate_sanity: bool = True,
 ) -> tuple[list[torch.Tensor], dict[str, torch.Tensor], int]:
     """The loop a PyTorch user would write, iterating the same loaders in the same order as Surge."""
     torch.manual_seed(SEED)
@@ -80,7 +81,11 @@ def hand_run(
         model.train()
 
     if validate and sanity_steps:
-        run_validation(sanity_steps)
+        if isolate_sanity:  # the sanity check changes no number: the RNG it draws from is put back (as Lightning)
+            with torch.random.fork_rng():
+                run_validation(sanity_steps)
+        else:
+            run_validation(sanity_steps)
     losses: list[torch.Tensor] = []
     steps = 0
     n = len(train_loader)
@@ -132,7 +137,7 @@ def test_parity_with_validation_and_sanity_check_mirrored(tmp_path):
 def test_parity_fails_when_the_loaders_are_iterated_differently(tmp_path):
     """Guards the test itself: an extra loader iteration (an RNG draw) is visible in the comparison."""
     surge_result = surge_run(tmp_path, datamodule=True, num_sanity_val_steps=2)
-    hand = hand_run(validate=True, sanity_steps=0)
+    hand = hand_run(validate=True, sanity_steps=2, isolate_sanity=False)
     assert not all(torch.equal(a, b) for a, b in zip(surge_result[0], hand[0]))
 
 

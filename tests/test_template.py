@@ -73,6 +73,7 @@ def test_rendered_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         "README.md",
         "pyproject.toml",
         "src/surge_grad_norm/__init__.py",
+        "tests/conftest.py",
         "tests/test_surge_grad_norm.py",
     }
     source = (project / "src/surge_grad_norm/__init__.py").read_text()
@@ -89,6 +90,7 @@ def test_rendered_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert '[project.entry-points."surge.plugins"]\n"grad-norm" = "surge_grad_norm:plugin"' in pyproject
     tests = (project / "tests/test_surge_grad_norm.py").read_text()
     assert "from surge.testing import assert_discovered" in tests and 'kind="observer"' in tests
+    assert 'pytest_plugins = ["surge.testing"]' in (project / "tests/conftest.py").read_text()  # opts in
     assert "pytest" in (project / ".github/workflows/ci.yml").read_text()
     answers = (project / ".copier-answers.yml").read_text()
     assert "name: grad-norm" in answers and "_commit" not in answers  # the shipped copy has no version

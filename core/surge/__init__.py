@@ -5,18 +5,15 @@
 
 from __future__ import annotations
 
-from loguru import logger as _logger
-
-_logger.disable("surge")  # silent until a Trainer or the CLI configures logging (SURGE_LOG_LEVEL)
-
-from surge import checkpoint, events  # noqa: E402
-from surge.backends import Accelerator, Precision, Strategy  # noqa: E402
-from surge.errors import ConfigError, PluginError, SurgeError  # noqa: E402
-from surge.hooks import hookimpl  # noqa: E402
-from surge.module import DataModule, Module  # noqa: E402
-from surge.plugins import Plugin  # noqa: E402
-from surge.seed import seed_everything  # noqa: E402
-from surge.trainer import Trainer  # noqa: E402
+from surge import checkpoint, events
+from surge._logging import configure_logging
+from surge.backends import Accelerator, Precision, Strategy
+from surge.errors import ConfigError, PluginError, SurgeError
+from surge.hooks import hookimpl
+from surge.module import DataModule, Module
+from surge.plugins import Plugin
+from surge.seed import seed_everything
+from surge.trainer import Trainer
 
 __version__ = "0.1.0"
 
@@ -32,6 +29,7 @@ __all__ = [
     "SurgeError",
     "Trainer",
     "checkpoint",
+    "configure_logging",
     "events",
     "hookimpl",
     "seed_everything",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import difflib
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
+from surge import plugins as _plugins
 from surge._bus import Subscriber, Tier, Timing, timing
 from surge.backends import Accelerator, Precision, Strategy
 from surge.config import TrainerConfig, format_validation_error
 from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
 from surge.plugins import Catalog, PluginRecord
+from surge.settings import SurgeSettings
 
 # The precision names surge-precision adds (the hint of an unknown name points there only for these).
 _STANDARD_PRECISIONS = frozenset(
@@ -176,6 +179,8 @@ def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
                     f"needs the '{name}' plugin, which is not installed; `pip install {distribution}` adds it",
                 )
             )
+        elif name in (req.loggers or ()) and name not in req.on:
+            problems += logger_problems([name], catalog)
         elif record is None:
             problems.append((f"trainer.plugins.{name}", _unknown_plugin(name, catalog)))
         elif record.plugin is None:
@@ -223,9 +228,32 @@ def _is_on(record: PluginRecord, req: Requests) -> bool:
     return plugin.default and plugin.role not in req.roles_off
 
 
-def _unknown_plugin(name: str, catalog: Catalog) -> str:
-    import difflib
+def logger_problems(names: Collection[str], catalog: Catalog) -> list[tuple[str, str]]:
+    """``logger=``'s names that are not installed logger plugins, under ``trainer.logger`` (where they were written)."""
+    loggers = sorted(r.name for r in catalog.loaded() if r.plugin and r.plugin.role == "logger")
+    problems = []
+    for name in names:
+        record = catalog.records.get(name)
+        if record is not None and record.plugin is None:
+            problem = f"{record.describe()} is {record.status}: {record.reason}"
+        elif record is not None and record.plugin is not None and record.plugin.role != "logger":
+            problem = f"'{name}' is a {record.plugin.kind}, not a logger (role='logger'); loggers: {', '.join(loggers)}"
+        elif record is None:
+            close = difflib.get_close_matches(name, loggers, n=1) or difflib.get_close_matches(
+                name, catalog.records, n=1
+            )
+            guess = f"did you mean '{close[0]}'? " if close else ""
+            problem = (
+                f"no installed logger is named '{name}'; {guess}loggers: {', '.join(loggers) or 'none'}. If it is "
+                f"published as surge-{name}, `pip install surge-{name}` adds it."
+            )
+        else:
+            continue
+        problems.append(("trainer.logger", problem))
+    return problems
 
+
+def _unknown_plugin(name: str, catalog: Catalog) -> str:
     known = sorted(catalog.records)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
@@ -334,7 +362,7 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
                 precisions[alias] = (cls, record)
         if key not in precisions:
             package = "surge-precision" if key in _STANDARD_PRECISIONS else ""
-            raise ProviderError(_missing("precision", key, precisions, package))
+            raise ProviderError(_missing("precision", key, precisions, package, catalog))
         cls, record = precisions[key]
         precision = cls()
         if record is not None:
@@ -373,19 +401,114 @@ def _build(slot: str, name: str, found: Mapping[str, tuple[Any, PluginRecord]]) 
     return obj, Subscriber(f"{record.name}.{slot}", obj, Tier.PROVIDER, record.distribution, record.version)
 
 
-def _missing(slot: str, name: str, found: Mapping[str, Any], package: str, catalog: Catalog | None = None) -> str:
-    valid = ", ".join(sorted(found)) or "none available"
-    # An installed provider may be blocked or broken; saying "install it" would then mislead.
-    unloaded = [r for r in (catalog.records.values() if catalog else ()) if r.plugin is None]
-    hint = "".join(f" {r.describe()} is installed but {r.status}: {r.reason}." for r in unloaded)
-    if any(r.status == "blocked" for r in unloaded):
-        hint += " Allow a blocked one with SURGE_PLUGINS=<name> (or lift SURGE_DISABLE_PLUGINS)."
-    install = f"`pip install {package}`" if package else "a plugin that provides it"
-    import difflib
+def _missing(slot: str, name: str, found: Collection[str], package: str, catalog: Catalog | None = None) -> str:
+    return f"trainer.{slot}: {unknown_provider(slot, name, found, package, catalog)}"
 
-    close = difflib.get_close_matches(name, list(found), n=1)
-    guess = f" Did you mean '{close[0]}'?" if close else ""
-    return (
-        f"trainer.{slot}: no {slot} named '{name}'.{guess} Valid names: {valid}.{hint} "
-        f"Plugins add others ({install}); `surge plugins` lists what is installed."
+
+def unknown_provider(
+    slot: str, name: str, found: Collection[str], package: str = "", catalog: Catalog | None = None
+) -> str:
+    """Why no loaded plugin provides ``name`` in ``slot``: the installed plugin declaring it and why it is not
+    loaded; else the valid names, a "did you mean", and the plugins not imported that might provide it."""
+    records = catalog.records if catalog else {}
+    declared = declared_providers() if records else {}
+    # "auto" picks among everything the slot's plugins provide
+    provides = (
+        (lambda pairs: any(s == slot for s, _ in pairs)) if name == "auto" else (lambda pairs: (slot, name) in pairs)
     )
+    owners = [records[p] for p, pairs in declared.items() if provides(pairs) and p in records]
+    unloaded = [r for r in owners if r.plugin is None]  # one loaded that declares the name but lacks it: below
+    if unloaded:
+        return "; ".join(
+            f"no {slot} named '{name}' is loaded: {r.describe()} provides it but is {r.status}: {r.reason}"
+            + _how_to_load(r, r.name)
+            for r in unloaded
+        )
+    valid = sorted({*found, *(n for pairs in declared.values() for s, n in pairs if s == slot)})
+    close = difflib.get_close_matches(name, valid, n=1)
+    message = f"no {slot} named '{name}'.{f' Did you mean {close[0]!r}?' if close else ''} "
+    message += f"Valid names: {', '.join(valid) or 'none available'}."
+    # Plugins not imported whose distributions do not declare their providers: any of them may provide it.
+    why_not: dict[str, list[str]] = {}
+    for record in records.values():
+        if record.plugin is None and record.name not in declared:
+            why_not.setdefault(f"{record.status}: {record.reason}", []).append(record.name)
+    for reason, names in why_not.items():
+        which = names[0] if len(names) == 1 else "<name>"
+        listed = ", ".join(names) if len(names) <= 5 else f"{len(names)} plugins (`surge plugins` lists them)"
+        message += f" Not loaded ({reason}), and may provide it: {listed}{_how_to_load(records[names[0]], which)}."
+    installed = {r.distribution for r in records.values()}
+    missing = [p for p in package.split(" or ") if p and p not in installed]
+    install = f"`pip install {' or '.join(missing)}`" if missing else "a plugin that provides it"
+    return f"{message} Plugins add others ({install}); `surge plugins` lists what is installed."
+
+
+def _how_to_load(record: PluginRecord, name: str) -> str:
+    """The fix for a plugin that is not loaded, from its status and the reason discovery gave."""
+    reason = record.reason
+    if record.status == "failed":
+        return f"; fix or reinstall {record.distribution or 'its distribution'}"
+    if "SURGE_DISABLE_PLUGIN_AUTOLOAD" in reason:
+        return f"; request it with plugins=['{name}']"
+    if "SURGE_DISABLE_PLUGINS" in reason:
+        return "; take it out of SURGE_DISABLE_PLUGINS"
+    if "SURGE_PLUGINS" in reason:
+        return "; add it to SURGE_PLUGINS"
+    return ""  # a lab profile's rule: its reason names the profile
+
+
+PROVIDERS_GROUP = "surge.providers"
+"""The entry-point group in which a distribution declares the providers its plugins offer, so that choosing
+one by name (``accelerator="cpu"``) requests its plugin without importing any other: an entry point named
+``<slot>.<name>`` whose value is that plugin's ``surge.plugins`` entry point's value::
+
+    [project.entry-points."surge.providers"]
+    "accelerator.cpu" = "surge_devices:plugin"
+"""
+
+
+def declared_providers() -> dict[str, set[tuple[str, str]]]:
+    """Plugin name -> the ``(slot, name)`` providers its distribution declares in :data:`PROVIDERS_GROUP`,
+    for every plugin of a distribution that declares any (others are absent: what they provide is unknown
+    until imported). Reads metadata only."""
+    declared: dict[str, set[tuple[str, str]]] = {}
+    for ep in _plugins.source.entry_points():
+        entries = [e for e in getattr(getattr(ep, "dist", None), "entry_points", ()) if e.group == PROVIDERS_GROUP]
+        if not entries:
+            continue
+        pairs = declared[ep.name] = set()
+        for entry in entries:
+            slot, _, name = entry.name.partition(".")
+            if entry.value == ep.value and slot and name:
+                pairs.add((slot, name))
+    return declared
+
+
+def _chosen_providers(config: TrainerConfig) -> set[tuple[str, str | None]]:
+    """The providers ``config`` chooses by name, as ``(slot, name)``; ``None``: any of the slot (``"auto"``)."""
+    chosen: set[tuple[str, str | None]] = set()
+    if isinstance(config.accelerator, str):
+        chosen.add(("accelerator", None if config.accelerator == "auto" else config.accelerator))
+    if isinstance(config.strategy, str):
+        chosen.add(("strategy", "single_device" if config.strategy == "auto" else config.strategy))
+    if not isinstance(config.precision, Precision) and str(config.precision) not in Precision.aliases:
+        chosen.add(("precision", str(config.precision)))
+    if isinstance(config.profiler, str):
+        chosen.add(("profiler", config.profiler))
+    if config.auto_lr_find or config.auto_scale_batch_size:
+        chosen.add(("tuner", None))
+    return chosen
+
+
+def named_providers(config: TrainerConfig, settings: SurgeSettings) -> set[str]:
+    """Under ``SURGE_DISABLE_PLUGIN_AUTOLOAD=1``, the plugins to import because ``config`` chooses a provider
+    their distributions declare (``accelerator="auto"``: every declared accelerator): a provider chosen by
+    name is a request for its plugin. Empty otherwise (everything allowed is imported anyway)."""
+    if not settings.disable_plugin_autoload:
+        return set()
+    chosen = _chosen_providers(config)
+    return {
+        plugin
+        for plugin, pairs in declared_providers().items()
+        if any((slot, name) in chosen or (slot, None) in chosen for slot, name in pairs)
+    }

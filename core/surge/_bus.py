@@ -12,7 +12,9 @@ are the plain ones and the hot path has no clock and no extra call.
 
 from __future__ import annotations
 
+import difflib
 import heapq
+import inspect
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -290,6 +292,9 @@ class Bus:
 def _register(subscribers: list[Subscriber]) -> pluggy.PluginManager:
     manager = pluggy.PluginManager(PROJECT)
     manager.add_hookspecs(hookspecs)
+    unmarked = [line for sub in subscribers for line in _unmarked_handlers(sub)]
+    if unmarked:
+        raise PluginError("; ".join(unmarked))
     seen: dict[str, Subscriber] = {}
     for sub in subscribers:
         if sub.name in seen:
@@ -310,16 +315,47 @@ def _register(subscribers: list[Subscriber]) -> pluggy.PluginManager:
                         )
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"{sub.describe()} has an invalid hook: {exc}") from exc
-    try:
-        manager.check_pending()
-    except pluggy.PluginValidationError as exc:
-        owner = next((s.describe() for s in subscribers if s.obj is exc.plugin), repr(exc.plugin))
-        unknown = str(exc).split(" in plugin ")[0]  # "unknown hook 'name'"
-        raise PluginError(
-            f"{owner} has an {unknown}. Hook names must be Surge event names (see surge.events.EVENTS); "
-            "check the spelling."
-        ) from exc
+    by_obj = {id(s.obj): s for s in subscribers}
+    unknown = [
+        f"{by_obj[id(impl.plugin)].describe()} has an unknown hook '{name}'{_did_you_mean(name)}"
+        for name, caller in vars(manager.hook).items()
+        if not name.startswith("_") and not caller.has_spec()
+        for impl in caller.get_hookimpls()
+    ]
+    if unknown:
+        raise PluginError("; ".join(unknown) + ". Hook names must be Surge event names (see surge.events.EVENTS).")
+    manager.check_pending()  # nothing is left for it to find; kept as pluggy's own guard
     return manager
+
+
+def _did_you_mean(name: str) -> str:
+    if name.startswith("on_") and name[3:] in EVENTS:  # the Module's naming, used in a plugin
+        return f"; did you mean '{name[3:]}'? (a plugin's handler is named after the event, without 'on_')"
+    close = difflib.get_close_matches(name, list(EVENTS), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _unmarked_handlers(sub: Subscriber) -> list[str]:
+    """A plugin's public methods named like an event, or like the Module's ``on_<event>``, without the marker
+    (the Module's own methods need none; a backend's API methods that share a name, ``teardown``, are not
+    handlers)."""
+    if sub.tier is Tier.MODULE:
+        return []
+    from surge.backends import Accelerator, Precision, Strategy
+
+    api = {n for base in (Accelerator, Strategy, Precision) if isinstance(sub.obj, base) for n in vars(base)}
+    problems = []
+    for event in EVENTS:
+        for attr in (event, f"on_{event}"):
+            method = None if attr in api else getattr(sub.obj, attr, None)
+            if inspect.isroutine(method) and getattr(method, f"{PROJECT}_impl", None) is None:
+                fix = "mark it" if attr == event else f"name it '{event}' (the on_ prefix is the Module's) and mark it"
+                problems.append(
+                    f"{sub.describe()}: method '{attr}' is named after the event '{event}' but is not marked "
+                    f"@surge.hookimpl, so it is never called; {fix} @surge.hookimpl, or, if it is a helper, rename "
+                    f"it (e.g. '_{attr}')"
+                )
+    return problems
 
 
 def _try_rank(impl: pluggy.HookImpl) -> int:
@@ -333,6 +369,34 @@ def _caller(impl: pluggy.HookImpl) -> _Call:
     return lambda event: function()
 
 
+_warned: set[tuple[str, str]] = set()  # (plugin, name): a bus is built per run, the warning is given once
+
+
+def _not_installed(event: str, sub: Subscriber, edge: str, other: str, required: bool, known: set[str]) -> None:
+    """A constraint naming no installed plugin: ignored (it orders against that plugin only if present), an
+    error when it was written as required (``"name!"``), and a warning when an installed name is close."""
+    close = difflib.get_close_matches(other, sorted(known), n=1)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    if required:
+        raise PluginOrderError(
+            f"{sub.describe()} must handle '{event}' {edge} '{other}' (required with '!'), but no plugin of that "
+            f"name is installed; {guess}known plugins: {', '.join(sorted(known))}. Install it, fix the name, or "
+            f"drop the '!' in its @surge.hookimpl({edge}=...) to order against it only when it is installed."
+        )
+    if close and (sub.name, other) not in _warned:
+        _warned.add((sub.name, other))
+        logger.warning(
+            "{} orders its '{}' handler {} '{}', which is not installed, so the constraint is ignored; {}fix the "
+            "name in its @surge.hookimpl({}=...)",
+            sub.describe(),
+            event,
+            edge,
+            other,
+            guess,
+            edge,
+        )
+
+
 def _apply_constraints(
     event: str, entries: list[tuple[pluggy.HookImpl, Subscriber]], known: set[str]
 ) -> list[tuple[pluggy.HookImpl, Subscriber]]:
@@ -344,11 +408,8 @@ def _apply_constraints(
             continue
         for other, edge in [(n, "after") for n in ordering.after] + [(n, "before") for n in ordering.before]:
             if other not in known:
-                raise PluginOrderError(
-                    f"{sub.describe()} asks to handle '{event}' {edge} '{other}', but no plugin of that name "
-                    f"is installed. Known plugins: {', '.join(sorted(known))}. Fix the name in its "
-                    "@surge.hookimpl(before=/after=)."
-                )
+                _not_installed(event, sub, edge, other, other in ordering.required, known)
+                continue
             # A provider plugin's subscribers are named "<plugin>.<slot>"; its plain name orders against all.
             others = [j for j, (_, s) in enumerate(entries) if s.name == other or s.name.startswith(f"{other}.")]
             for j in (j for j in others if j != i):  # none: installed but inactive, or not handling this event

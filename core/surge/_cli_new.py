@@ -135,8 +135,13 @@ def render(
     return target, answers
 
 
-def _installed_plugin_names() -> set[str]:
-    return {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+def _installed_claims(name: str) -> set[str]:
+    """The distributions (name and version) that already declare a plugin called ``name``."""
+    return {
+        f"{ep.dist.metadata['Name']} {ep.dist.version}" if ep.dist is not None else "?"
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if ep.name == name
+    }
 
 
 def _inside_git_repository_below_its_root(path: str) -> bool:
@@ -155,10 +160,12 @@ def _inside_git_repository_below_its_root(path: str) -> bool:
 
 
 def _new_plugin(args: argparse.Namespace) -> int:
-    if args.name in _installed_plugin_names():
-        print(
-            f"warning: a plugin named '{args.name}' is already installed; two plugins with one name cannot be "
-            "installed together"
+    taken = _installed_claims(args.name)
+    if taken:  # two distributions claiming one name load neither, so the new plugin could never run here
+        raise SurgeError(
+            f"a plugin named '{args.name}' is already installed (distribution {', '.join(sorted(taken))}); two "
+            "plugins with one name cannot be used together. Choose another name (`surge plugins` lists the taken "
+            "ones), or uninstall that distribution first"
         )
     if args.template and _inside_git_repository_below_its_root(args.template):
         print(

@@ -6,15 +6,22 @@ prints the resolved handler order of every event. Both build the Trainer a bare 
 environment that does not match the lab profile. The JSON form of the listing follows
 ``docs/plugins.schema.json``.
 
-``surge plugins lock [-o FILE] [--hashes]`` writes a lab profile pinning the current environment;
-``surge plugins check [--lab PATH]`` compares the environment with a profile and prints the diff (see
-:mod:`surge.lab`).
+``surge plugins lock [-o FILE] [--hashes]`` writes a lab profile pinning the current environment (and warns
+about every plugin a run under it would refuse); ``surge plugins check [--lab PATH]`` compares the environment
+with a profile and prints the diff (see :mod:`surge.lab`), finding what a ``surge fit`` started here would find.
+
+``-p NAME`` / ``-p no:NAME`` (on the run commands and these) load or block one plugin for the command, before
+import, as pytest's ``-p`` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 from surge.events import EVENTS
@@ -27,11 +34,13 @@ def register(commands: Any) -> None:
     plugins.add_argument("--json", action="store_true", help="machine-readable output (docs/plugins.schema.json)")
     plugins.add_argument("--event", metavar="NAME", help="only the handlers of event NAME, in the order they run")
     add_lab_option(plugins)
+    add_plugin_option(plugins)
     plugins.set_defaults(run=list_plugins)
     actions = plugins.add_subparsers(dest="action", metavar="ACTION")
     order = actions.add_parser("order", help="the resolved handler order for every event")
     order.add_argument("--json", action="store_true", help="machine-readable output")
     add_lab_option(order)
+    add_plugin_option(order)
     order.set_defaults(run=print_order)
     lock = actions.add_parser("lock", help="write a lab profile pinning the installed plugin distributions")
     lock.add_argument("-o", "--output", metavar="FILE", help="write to FILE (a path or fsspec URL), not stdout")
@@ -39,6 +48,7 @@ def register(commands: Any) -> None:
     lock.set_defaults(run=lock_profile)
     check = actions.add_parser("check", help="compare the environment with a lab profile; exit 1 on a mismatch")
     add_lab_option(check)
+    add_plugin_option(check)
     check.set_defaults(run=check_profile)
 
 
@@ -52,10 +62,75 @@ def add_lab_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_plugin_option(parser: argparse.ArgumentParser) -> None:
+    """``-p NAME`` / ``-p no:NAME``: load or block one plugin before import, for this command (see ``surge.cli``)."""
+    parser.add_argument(
+        "-p",
+        dest="plugin_flags",
+        action="append",
+        metavar="NAME|no:NAME",
+        type=_plugin_flag,
+        default=argparse.SUPPRESS,
+        help="load plugin NAME for this command even where SURGE_DISABLE_PLUGINS, SURGE_PLUGINS or "
+        "SURGE_DISABLE_PLUGIN_AUTOLOAD would not; no:NAME blocks it before import, no:DISTRIBUTION:NAME blocks only "
+        "that distribution's claim on NAME. Repeatable; the lab profile's rules still apply",
+    )
+
+
+_FLAG = re.compile(r"^(no:([A-Za-z0-9][A-Za-z0-9._-]*:)?)?[a-z][a-z0-9_\-]*$")
+
+
+def _plugin_flag(value: str) -> str:
+    if not _FLAG.match(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not NAME, no:NAME or no:DISTRIBUTION:NAME (a plugin name as `surge plugins` lists it)"
+        )
+    return value
+
+
+def plugin_environment(flags: list[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``SURGE_LOAD_PLUGINS`` and ``SURGE_DISABLE_PLUGINS`` as the ``-p`` flags leave them (a later flag over an
+    earlier one and over the environment); a name no installed plugin has is an error with the close name."""
+    from surge.errors import ConfigError
+    from surge.plugins import _dist_of, source
+
+    claims = {(ep.name, _canonical(_dist_of(ep)[0] or "")) for ep in source.entry_points()}
+    names = sorted({name for name, _ in claims})
+    load, block = _split(environ.get("SURGE_LOAD_PLUGINS", "")), _split(environ.get("SURGE_DISABLE_PLUGINS", ""))
+    problems = []
+    for flag in flags:
+        entry = flag.removeprefix("no:")
+        dist, _, name = entry.rpartition(":")
+        if dist and (name, _canonical(dist)) not in claims:
+            problems.append((f"-p {flag}", f"distribution {dist} has no plugin '{name}'; `surge plugins` lists them"))
+        elif name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "`surge plugins` lists the installed ones"
+            problems.append((f"-p {flag}", f"no installed plugin is named '{name}'; {hint}"))
+        load, block = [n for n in load if n != entry], [n for n in block if n != entry]
+        (block if flag.startswith("no:") else load).append(entry)
+    if problems:
+        raise ConfigError(problems, "the command line")
+    return {"SURGE_LOAD_PLUGINS": ",".join(load), "SURGE_DISABLE_PLUGINS": ",".join(block)}
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
 def lock_profile(args: argparse.Namespace) -> int:
     from surge.lab import lock
 
     text = lock(hashes=args.hashes)
+    for line in text.splitlines():  # what every run under the profile would refuse, said here too
+        if line.startswith("# warning: "):
+            print(f"surge plugins lock: {line.removeprefix('# ')}", file=sys.stderr)
     if args.output is None:
         print(text, end="")
         return 0
@@ -68,17 +143,20 @@ def lock_profile(args: argparse.Namespace) -> int:
 
 
 def check_profile(args: argparse.Namespace) -> int:
+    from surge._cli_run import _cwd_importable
     from surge.errors import LabError
     from surge.lab import resolve
     from surge.settings import load_settings
 
-    lab = resolve(load_settings())
+    settings = load_settings()
+    lab = resolve(settings)
     if lab is None:
         raise LabError(
             "no lab profile to check: pass --lab PATH, set SURGE_LAB, or add a [tool.surge.lab] table to "
             "pyproject.toml (`surge plugins lock -o lab.toml` writes one from this environment)"
         )
-    problems = lab.check()
+    with _cwd_importable():  # as `surge fit` started here sees the modules
+        problems = lab.check(settings)
     if problems:
         print(lab.report(problems))
         return 1
@@ -105,11 +183,14 @@ def _default_trainer() -> tuple[Any, str | None]:
 
 def collect() -> dict[str, Any]:
     """The listing as plain data (what ``--json`` prints)."""
+    from surge.lab import find
     from surge.plugins import discover
     from surge.settings import load_settings
 
+    settings = load_settings()
+    lab, passed_over = find(settings)
     trainer, problem = _default_trainer()
-    catalog = trainer.catalog if trainer is not None else discover(load_settings())
+    catalog = trainer.catalog if trainer is not None else discover(settings, lab=lab, fatal=False)
     handled: dict[str, list[str]] = {}
     if trainer is not None:
         for event in EVENTS:
@@ -131,9 +212,16 @@ def collect() -> dict[str, Any]:
                 "provides": {slot: sorted(names) for slot, names in plugin.provides.items()} if plugin else {},
                 "hooks": handled.get(record.name) or (_declared_hooks(plugin.factory) if plugin else []),
                 "description": plugin.description if plugin else "",
+                "origin": record.origin or None,
             }
         )
-    return {"schema_version": SCHEMA_VERSION, "plugins": rows, "trainer_error": problem}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "lab": lab.source if lab is not None else None,
+        "lab_passed_over": passed_over,
+        "plugins": rows,
+        "trainer_error": problem,
+    }
 
 
 def _declared_hooks(factory: Any) -> list[str]:
@@ -151,6 +239,9 @@ def list_plugins(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     rows = data["plugins"]
+    print(f"lab profile: {data['lab'] or 'none'}")
+    for sentence in data["lab_passed_over"]:
+        print(f"  note: {sentence}")
     if not rows:
         print("no surge plugins installed (entry-point group 'surge.plugins')")
     else:
@@ -171,6 +262,10 @@ def list_plugins(args: argparse.Namespace) -> int:
         widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
         for row in table:
             print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        loaded = [(r["name"], r["origin"]) for r in rows if r["origin"]]
+        if loaded:
+            width = max(len(name) for name, _ in loaded)
+            print("\nloaded from:\n" + "\n".join(f"  {name.ljust(width)}  {origin}" for name, origin in loaded))
     if data["trainer_error"]:
         print(f"\nnote: a default Trainer cannot be built here, so nothing is active:\n{data['trainer_error']}")
     return 0

@@ -54,6 +54,7 @@ def register(commands: Any) -> None:
         from surge import _cli_plugins
 
         _cli_plugins.add_lab_option(parser)
+        _cli_plugins.add_plugin_option(parser)
         parser.set_defaults(run=run, overrides_allowed=True)
 
 

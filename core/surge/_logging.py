@@ -1,6 +1,11 @@
 """Logging through loguru; the stdlib ``logging`` records of torch and plugins are routed into it.
 
-Quiet by default (warnings and errors from Surge); ``SURGE_LOG_LEVEL=INFO`` (or DEBUG) says more.
+Only the application configures logging: the ``surge`` command does, at its start, and a script that wants
+the same output calls :func:`surge.configure_logging`. A ``Trainer`` leaves the host's logging as it is:
+loguru's handlers and the stdlib loggers untouched, Surge's records going to whatever handlers the host has
+(loguru's default one prints them to stderr), so that its warnings (a resume that is not exact, a plugin that
+failed to load) are never silent; ``logger.disable("surge")`` mutes them. Once configured, Surge is quiet by
+default (warnings and errors); ``SURGE_LOG_LEVEL=INFO`` (or DEBUG) says more.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from loguru import logger
+
+from surge.settings import load_settings
 
 if TYPE_CHECKING:
     from loguru import Record
@@ -30,15 +37,17 @@ class _InterceptHandler(logging.Handler):
 
 
 def route_stdlib(*names: str) -> None:
-    """Send the stdlib loggers ``names`` (and their children) into loguru."""
+    """Send the stdlib loggers ``names`` (and their children) into loguru once logging is configured (now,
+    if it is); until then they are only remembered."""
+    _routed.update(names)
+    if _state["level"] is None:
+        return
     for name in names:
         std = logging.getLogger(name)
         if not any(isinstance(h, _InterceptHandler) for h in std.handlers):
             std.addHandler(_InterceptHandler())
             std.propagate = False
-        _routed.add(name)
-        if isinstance(_state["level"], str):
-            std.setLevel(_stdlib_level(_state["level"]))
+        std.setLevel(_stdlib_level(str(_state["level"])))
 
 
 def _stdlib_level(level: str) -> int:
@@ -48,9 +57,11 @@ def _stdlib_level(level: str) -> int:
 
 
 def configure_logging(level: str | None = None) -> None:
-    """Install Surge's stderr sink at ``level``: records from Surge, torch and plugins below it are
-    dropped, others pass as loguru's default would. Idempotent; a new level replaces the old sink."""
-    level = (level or "WARNING").upper()
+    """Install Surge's stderr sink at ``level`` (default: ``SURGE_LOG_LEVEL``, else WARNING) in place of
+    loguru's default one, and route torch's and the loaded plugins' stdlib records into it: records from
+    Surge, torch and plugins below ``level`` are dropped, others pass as loguru's default would. For
+    applications (the ``surge`` command calls it); idempotent, a new level replaces the old sink."""
+    level = (level or load_settings().log_level).upper()
     logger.enable("surge")
     if _state["level"] == level:
         return

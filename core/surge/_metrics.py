@@ -67,6 +67,7 @@ class MetricStore:
         # keyed by (context, name): a validation run in the middle of a training epoch must neither
         # reduce nor clear the training epoch's accumulators
         self._epoch: dict[tuple[str, str], tuple[_Accumulator, _Meta]] = {}
+        self._appended: list[_Accumulator] = []  # what this batch added to, so a failed batch can be taken back
         self.callback_metrics: dict[str, torch.Tensor] = {}
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, torch.Tensor] = {}
@@ -126,6 +127,7 @@ class MetricStore:
                 entry = self._epoch[(context, name)] = (entry[0], meta)
             entry[0].values.append(tensor)
             entry[0].weights.append(batch_size if batch_size is not None else self._current_batch_size())
+            self._appended.append(entry[0])
 
     def _current_batch_size(self) -> int:
         if self.batch_size is None:
@@ -134,6 +136,16 @@ class MetricStore:
 
     def new_batch(self, batch: Any) -> None:
         self.batch, self.batch_size = batch, None
+        self._appended.clear()
+
+    def rollback(self) -> None:
+        """Take back what the current batch logged (it failed before its optimizer step, so it did not happen)."""
+        self._step.clear()
+        for acc in reversed(self._appended):
+            if acc.values:
+                acc.values.pop()
+                acc.weights.pop()
+        self._appended.clear()
 
     def end_step(self, write: bool, flush: bool = True) -> None:
         """Publish this step's values (``write``: also into ``logged_metrics``, the loggers' view, and, with

@@ -27,16 +27,18 @@ after the resume.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import math
 import random
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 from loguru import logger
-from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from surge import _data
 
@@ -49,26 +51,45 @@ if TYPE_CHECKING:
 
 def rng_states(loader: Any) -> dict[str, Any]:
     """The states of every generator a step may draw from, as plain tensors and containers."""
-    version, internal, gauss = random.getstate()
-    # one tensor instead of 625 Python ints: far cheaper to pickle at every save
-    python = {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss}
-    states: dict[str, Any] = {"python": python, "torch": torch.get_rng_state()}
-    try:
-        import numpy as np
-    except ImportError:  # numpy is optional
-        pass
-    else:
-        np_state = np.random.get_state(legacy=False)
-        states["numpy"] = {
-            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
-            "pos": int(np_state["state"]["pos"]),
-            "has_gauss": int(np_state["has_gauss"]),
-            "gauss": float(np_state["gauss"]),
-        }
+    states: dict[str, Any] = {"python": _python_state(), "torch": torch.get_rng_state()}
+    numpy_state = _numpy_state()
+    if numpy_state is not None:
+        states["numpy"] = numpy_state
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         states["cuda"] = torch.cuda.get_rng_state_all()
     states["generators"] = [g.get_state() for g in loader_generators(loader)]
+    objects = [_object_state(rng) for rng in loader_rng_objects(loader)]
+    if objects:
+        states["objects"] = objects
     return states
+
+
+def _python_state() -> dict[str, Any]:
+    version, internal, gauss = random.getstate()
+    # one tensor instead of 625 Python ints: far cheaper to pickle at every save
+    return {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss}
+
+
+def _numpy_state() -> dict[str, Any] | None:
+    np = sys.modules.get("numpy")  # not imported by anyone: nothing can have drawn from it
+    if np is None:
+        return None
+    state = np.random.get_state(legacy=False)
+    return {
+        "key": torch.from_numpy(state["state"]["key"].astype(np.int64)),
+        "pos": int(state["state"]["pos"]),
+        "has_gauss": int(state["has_gauss"]),
+        "gauss": float(state["gauss"]),
+    }
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    """Whether two recorded RNG states (tensors, numbers, containers of them) are equal."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    return bool(a == b)
 
 
 def set_rng_states(states: dict[str, Any], loader: Any) -> None:
@@ -101,6 +122,7 @@ def set_rng_states(states: dict[str, Any], loader: Any) -> None:
                 available,
             )
     _set_generator_states(loader, states.get("generators", []))
+    _set_object_states(loader, states.get("objects", []))
 
 
 def loader_generators(loader: Any) -> list[torch.Generator]:
@@ -125,6 +147,110 @@ def loader_generators(loader: Any) -> list[torch.Generator]:
     return found
 
 
+def loader_rng_objects(loader: Any) -> list[Any]:
+    """The RNG objects of their own that a train loader's sampler, batch sampler or dataset hold as attributes
+    (``self.rng = np.random.default_rng(seed)``, ``random.Random(seed)``, a ``RandomState``), in a fixed order:
+    their states are recorded with the global ones, so a data order drawn from them resumes exactly too.
+    The global RNGs' own instances are left out (they are recorded as ``python`` and ``numpy``)."""
+    np = sys.modules.get("numpy")
+    kinds: tuple[type, ...] = (random.Random,)
+    if np is not None:
+        kinds += (np.random.Generator, np.random.RandomState)
+    shared = {id(random._inst)}  # type: ignore[attr-defined]
+    if np is not None:
+        shared.add(id(np.random.mtrand._rand))
+    found: list[Any] = []
+    seen: set[int] = set()
+
+    def visit(obj: Any, depth: int) -> None:
+        if obj is None or id(obj) in seen or depth > 3:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, kinds):
+            if id(obj) not in shared:
+                found.append(obj)
+            return
+        if isinstance(obj, _data.CombinedLoader):
+            for item in obj.items:
+                visit(item, depth + 1)
+            return
+        if depth == 0:  # the loader: only what draws its order or its samples
+            for name in ("sampler", "batch_sampler", "dataset"):
+                visit(getattr(obj, name, None), depth + 1)
+            return
+        attributes = getattr(obj, "__dict__", None)
+        if isinstance(attributes, dict):
+            for value in attributes.values():
+                wrapped = hasattr(value, "__iter__") and hasattr(value, "__dict__")
+                if wrapped or isinstance(value, (*kinds, Dataset, Sampler)):
+                    visit(value, depth + 1)  # an RNG, or a wrapped sampler/dataset
+
+    visit(loader, 0)
+    return found
+
+
+def _object_state(rng: Any) -> dict[str, Any]:
+    if isinstance(rng, random.Random):
+        version, internal, gauss = rng.getstate()
+        return {
+            "kind": "random",
+            "version": version,
+            "state": torch.tensor(internal, dtype=torch.int64),
+            "gauss": gauss,
+        }
+    if hasattr(rng, "bit_generator"):  # numpy.random.Generator
+        return {"kind": "generator", "state": _arrays_to_tensors(rng.bit_generator.state)}
+    return {"kind": "random_state", "state": _arrays_to_tensors(rng.get_state(legacy=False))}
+
+
+def _object_state_kind(rng: Any) -> str:
+    if isinstance(rng, random.Random):
+        return "random"
+    return "generator" if hasattr(rng, "bit_generator") else "random_state"
+
+
+def _set_object_state(rng: Any, entry: dict[str, Any]) -> None:
+    if entry["kind"] == "random":
+        rng.setstate((entry["version"], tuple(entry["state"].tolist()), entry["gauss"]))
+    elif entry["kind"] == "generator":
+        rng.bit_generator.state = _tensors_to_arrays(entry["state"])
+    else:
+        rng.set_state(_tensors_to_arrays(entry["state"]))
+
+
+def _arrays_to_tensors(value: Any) -> Any:
+    """numpy's RNG states hold arrays: kept as tensors with their dtype's name, so the safe loader reads them."""
+    if isinstance(value, dict):
+        return {k: _arrays_to_tensors(v) for k, v in value.items()}
+    if type(value).__name__ == "ndarray":
+        return {"ndarray": torch.from_numpy(value.astype("int64")), "dtype": str(value.dtype)}
+    return value
+
+
+def _tensors_to_arrays(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"ndarray", "dtype"}:
+            return value["ndarray"].numpy().astype(value["dtype"])
+        return {k: _tensors_to_arrays(v) for k, v in value.items()}
+    return value
+
+
+def _set_object_states(loader: Any, saved: list[dict[str, Any]]) -> None:
+    objects = loader_rng_objects(loader)
+    found = [_object_state_kind(rng) for rng in objects]
+    if found != [entry["kind"] for entry in saved]:
+        if objects or saved:
+            logger.warning(
+                "the training loader's sampler or dataset holds {} RNG object(s) of its own, the checkpoint the "
+                "states of {}: they are not restored, so the data order after resuming differs from the original run",
+                len(objects),
+                len(saved),
+            )
+        return
+    for rng, entry in zip(objects, saved, strict=True):
+        _set_object_state(rng, entry)
+
+
 def _set_generator_states(loader: Any, saved: list[torch.Tensor]) -> None:
     generators = loader_generators(loader)
     if len(generators) != len(saved):
@@ -139,9 +265,131 @@ def _set_generator_states(loader: Any, saved: list[torch.Tensor]) -> None:
         generator.set_state(state)
 
 
+@contextlib.contextmanager
+def isolated_rng(loaders: list[Any]) -> Iterator[None]:
+    """Put every RNG state back afterwards (python, numpy, torch, CUDA, the loaders' generators), so that what
+    runs inside (the sanity check) changes no later random draw."""
+    python = random.getstate()
+    np = sys.modules.get("numpy")
+    numpy_state = np.random.get_state() if np is not None else None
+    torch_state = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    generators = [g for loader in loaders for g in loader_generators(loader)]
+    generator_states = [g.get_state() for g in generators]
+    objects = [(rng, _object_state(rng)) for loader in loaders for rng in loader_rng_objects(loader)]
+    try:
+        yield
+    finally:
+        for rng, object_state in objects:
+            _set_object_state(rng, object_state)
+        random.setstate(python)
+        if np is not None:
+            np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        for generator, state in zip(generators, generator_states, strict=True):
+            generator.set_state(state)
+
+
 def epoch_start_states(loader: Any) -> dict[str, Any]:
-    """What the train loader draws its epoch order from: taken by the loop right before ``iter(loader)``."""
-    return {"torch": torch.get_rng_state(), "generators": [g.get_state() for g in loader_generators(loader)]}
+    """What the train loader draws its epoch order from: taken by the loop right before ``iter(loader)``,
+    once per epoch. Python's and numpy's global RNGs are included: a sampler calling
+    ``np.random.permutation`` or an iterable dataset shuffling with ``random`` draws from them."""
+    states: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "python": _python_state(),
+        "generators": [g.get_state() for g in loader_generators(loader)],
+    }
+    objects = [_object_state(rng) for rng in loader_rng_objects(loader)]
+    if objects:
+        states["objects"] = objects
+    numpy_state = _numpy_state()
+    if numpy_state is not None:
+        states["numpy"] = numpy_state
+    return states
+
+
+@dataclass
+class OpenBatch:
+    """A training batch begun and not finished: it raised (an exception, a second Ctrl-C, a non-finite
+    loss), or a stop requested in its ``train_batch_start`` skipped it. A checkpoint written afterwards
+    records the position before it: its gradients dropped, torch's RNG as it was before it."""
+
+    epoch: int
+    batch_idx: int
+    torch_rng: torch.Tensor
+    """torch's RNG state before the batch was fetched (one cheap copy per batch)."""
+    window_open: bool
+    """Gradients of earlier micro-batches were accumulated when it began."""
+    ran: bool
+    """Its step ran (its gradients, if any, are mixed into the window's); False: skipped before the step."""
+    reason: str
+
+
+# -- what a checkpoint records ---------------------------------------------------------------------------
+
+
+def resumable_state(trainer: Trainer) -> dict[str, Any]:
+    """The part of a checkpoint that says where the run stands: the loop and data position, RNG states and
+    an open accumulation window's gradients, as they are true for a resume.
+
+    * restored and not yet reached by the loop: the restored position, unchanged;
+    * during a validation inside ``fit`` (a save from a handler, or after Ctrl-C in it): the RNG states
+      from before that validation, which counts as not done, so the resume runs it again;
+    * after a batch that did not finish (:class:`OpenBatch`): the position before it, without its
+      gradients, torch's RNG rewound. Python's and numpy's global RNGs cannot be rewound (saving them per
+      batch would cost more than the step): if they moved since the epoch began, a warning says so here
+      and again when the checkpoint is resumed. Inside an open accumulation window the earlier
+      micro-batches' gradients cannot be separated from the failed one's, and the save is refused.
+    """
+    pending = trainer._resume_point
+    if pending is not None:
+        return {
+            "loops": loop_position(trainer),
+            "rng": pending.rng if pending.rng is not None else rng_states(trainer.train_dataloader),
+            "data": pending.data(),
+            "accumulated_grads": pending.grads,
+        }
+    loops = loop_position(trainer)
+    validation_rng = trainer._validation_rng
+    rng = validation_rng if validation_rng is not None else rng_states(trainer.train_dataloader)
+    grads = accumulated_grads(trainer.module)
+    open_batch = trainer._open_batch
+    if open_batch is not None:
+        rng, grads = _rewind(trainer, open_batch, rng, grads, loops)
+    return {"loops": loops, "rng": rng, "data": data_position(trainer), "accumulated_grads": grads}
+
+
+def _rewind(
+    trainer: Trainer, batch: OpenBatch, rng: dict[str, Any], grads: dict[str, torch.Tensor], loops: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    from surge.errors import CheckpointSaveError
+
+    where = f"batch {batch.batch_idx} of epoch {batch.epoch} ({batch.reason})"
+    if batch.ran and batch.window_open and grads:
+        raise CheckpointSaveError(
+            f"no exact checkpoint can be written now: {where} did not finish inside a gradient accumulation "
+            "window, and the gradients the window's earlier micro-batches accumulated can no longer be told apart "
+            "from the failed batch's. Resume from the last checkpoint written at a step boundary (ModelCheckpoint's "
+            "schedule, last.ckpt), or save from a handler at a step boundary (train_batch_end)"
+        )
+    rng = {**rng, "torch": batch.torch_rng}
+    start = trainer.state.epoch_rng or {}
+    moved = [
+        name
+        for name, now in (("python", rng.get("python")), ("numpy", rng.get("numpy")))
+        if now is not None and name in start and not _same_state(now, start[name])
+    ]
+    if moved:
+        note = (
+            f"{where}: torch's RNG is rewound to the batch's start, but {' and '.join(moved)}'s global RNG moved "
+            "since the epoch began and is saved as the failed batch left it; if that batch (its data or its "
+            "training step) drew from it, the resumed run's random draws differ from an uninterrupted run's"
+        )
+        loops["inexact"] = note
+        logger.warning("checkpoint: {}", note)
+    return rng, grads if not batch.ran else {}  # a skipped batch added nothing to the window's gradients
 
 
 # -- what a checkpoint records ---------------------------------------------------------------------------
@@ -225,10 +473,10 @@ class ResumePoint:
             loader.load_state_dict(self.loader_state)
             iterator = iter(loader)
         else:
-            if self.epoch_start is not None:
-                torch.set_rng_state(self.epoch_start["torch"])
-                _set_generator_states(loader, self.epoch_start["generators"])
+            if self.epoch_start is not None:  # torch, python, numpy and the loader's generators
+                set_rng_states(self.epoch_start, loader)
             iterator = fast_forward(loader, self.epoch_batches)
+            _warn_if_workers_reseed(loader, self.epoch_batches)
         trainer.state.epoch_rng = self.epoch_start  # a later save in this epoch records the same start
         if self.rng is not None:
             set_rng_states(self.rng, loader)
@@ -237,6 +485,30 @@ class ResumePoint:
                 if name in self.grads:
                     param.grad = self.grads[name].to(device=param.device, dtype=param.dtype)
         return iterator
+
+
+def _warn_if_workers_reseed(loader: Any, skipped: int) -> None:
+    """A map-style loader with worker processes skips inside its sampler, so the rest of the epoch is loaded by
+    fresh workers, each handed other batches than in the original run: the sample order is exact, random
+    draws inside the workers (augmentations in ``__getitem__``) are not. Iterable datasets are replayed, so
+    their workers' draws are exact."""
+    loaders = loader.items if isinstance(loader, _data.CombinedLoader) else [loader]
+    for item in loaders:
+        if (
+            skipped
+            and isinstance(item, DataLoader)
+            and item.num_workers > 0
+            and not isinstance(item.dataset, IterableDataset)
+        ):
+            logger.warning(
+                "resuming after {} batches of the epoch: the training loader's {} worker processes start afresh "
+                "for the rest of it, so random draws inside them (augmentations in the Dataset's __getitem__) "
+                "differ from the original run's; the order of the samples is exact. Save checkpoints at epoch "
+                "boundaries, or draw augmentations from a generator seeded per sample, where that matters",
+                skipped,
+                item.num_workers,
+            )
+            return
 
 
 def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> ResumePoint:
@@ -260,6 +532,8 @@ def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> 
         loader_state=data.get("loader"),
         grads=checkpoint.get("accumulated_grads", {}),
     )
+    if loops.get("inexact"):
+        logger.warning("resuming from {}, which is not an exact continuation: {}", url, loops["inexact"])
     n = trainer.num_training_batches
     length = None if math.isinf(n) else int(n)
     if point.mid_epoch and "epoch_length" in loops and loops["epoch_length"] != length:

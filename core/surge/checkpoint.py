@@ -32,14 +32,18 @@ Contents (``surge_checkpoint_version`` 2): ``state_dict``, ``hparams``, ``epoch`
 ``datamodule``, ``rng`` (python, numpy, torch, cuda and the train loader's generators), ``data`` (the RNG
 states the train loader drew this epoch's order from, and the loader's own ``state_dict`` when it has one)
 and, inside an open gradient-accumulation window, ``accumulated_grads``. Plugins add their own entries in
-``before_checkpoint_save``.
+``before_checkpoint_save``. ``hparams`` holds ``module.hparams`` converted to plain types (paths and dates as
+strings, enums as their values, dataclasses as dicts, numpy values as numbers and lists) by
+:func:`surge._plain.plain_hparams`, which refuses, naming it, a value with no plain form.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import hashlib
 import io
+import json
 import os
 import pickle
 import posixpath
@@ -56,6 +60,7 @@ from loguru import logger
 from surge import _resume
 from surge import events as ev
 from surge._bus import Subscriber, Tier
+from surge._plain import plain_hparams
 from surge.errors import CheckpointError, CheckpointSaveError, SurgeError
 
 if TYPE_CHECKING:
@@ -67,6 +72,8 @@ __all__ = [
     "MARKER_SUFFIX",
     "CheckpointError",
     "CheckpointSaveError",
+    "experiment_diff",
+    "experiment_identity",
     "is_valid",
     "load",
     "marker_url",
@@ -457,44 +464,83 @@ def _first_line(exc: BaseException) -> str:
 # -- what a Trainer writes and restores --------------------------------------------------------------
 
 
-def _dump(trainer: Trainer, weights_only: bool) -> dict[str, Any]:
-    """``Trainer.dump_checkpoint``: everything needed to resume, as plain tensors and containers."""
+def _dump(trainer: Trainer, weights_only: bool, fire: bool = True) -> dict[str, Any]:
+    """``Trainer.dump_checkpoint``: everything needed to resume, as plain tensors and containers.
+
+    After a stop cut an epoch short, the run's resumable state is the one recorded at the stop
+    (:func:`_record_stop`), not what the cut-short epoch's end changed since."""
     state, module = trainer.state, trainer.module
+    recorded = trainer._stop_record
     checkpoint: dict[str, Any] = {
         "surge_checkpoint_version": FORMAT_VERSION,
-        "epoch": state.current_epoch,
+        "epoch": recorded["epoch"] if recorded else state.current_epoch,
         "global_step": state.global_step,
         "state_dict": trainer.strategy.module_state_dict(module),
-        "hparams": dict(module.hparams),
+        "hparams": plain_hparams(module.hparams),
+        "experiment": experiment_identity(module, trainer.datamodule),
         "plugin_set": trainer.plugin_set(),
     }
     if not weights_only:
-        checkpoint["loops"] = _resume.loop_position(trainer)
-        checkpoint["optimizer_states"] = [trainer.strategy.optimizer_state_dict(module, o) for o in trainer.optimizers]
-        checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs]
-        checkpoint["precision"] = trainer.precision_plugin.state_dict()
-        checkpoint["plugins"] = {
+        checkpoint.update(recorded["resume"] if recorded else _resume_state(trainer))
+        if not checkpoint["accumulated_grads"]:
+            del checkpoint["accumulated_grads"]
+        if recorded and _changed_since(recorded["versions"], module):
+            note = (
+                "the Module's weights changed after the stop that ended the fit (a train_end handler, such as EMA's "
+                "apply_at_end, wrote into them), so this checkpoint holds the changed weights beside the states of "
+                "the stop: resuming it does not continue the original run exactly. Save from a handler before the "
+                "change (train_epoch_end), or switch the handler off for runs you mean to resume"
+            )
+            checkpoint["loops"] = {**checkpoint["loops"], "inexact": note}
+            logger.warning("checkpoint: {}", note)
+    if fire and trainer._bus.before_checkpoint_save:
+        trainer._bus.before_checkpoint_save(ev.BeforeCheckpointSave(trainer, checkpoint))
+    return checkpoint
+
+
+def _resume_state(trainer: Trainer) -> dict[str, Any]:
+    """What a checkpoint holds beyond the weights: optimizer, scheduler, precision, plugin, datamodule and
+    metric states, and where the run stands (:func:`surge._resume.resumable_state`)."""
+    module = trainer.module
+    resume: dict[str, Any] = {
+        "optimizer_states": [trainer.strategy.optimizer_state_dict(module, o) for o in trainer.optimizers],
+        "lr_schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
+        "precision": trainer.precision_plugin.state_dict(),
+        "plugins": {
             _state_key(s): s.obj.state_dict()  # type: ignore[attr-defined]
             for s in trainer._plugin_subscribers
             if _stateful(s.obj) and s.obj is not trainer.precision_plugin  # that one has its own entry
-        }
-        if trainer.datamodule is not None:
-            checkpoint["datamodule"] = trainer.datamodule.state_dict()
-        checkpoint["metrics"] = trainer._metrics.state_dict()
-        pending = trainer._resume_point  # restored, not yet reached by the loop: still the run's position
-        if pending is not None:
-            checkpoint["rng"] = pending.rng if pending.rng is not None else _resume.rng_states(trainer.train_dataloader)
-            checkpoint["data"] = pending.data()
-            grads = pending.grads
-        else:
-            checkpoint["rng"] = _resume.rng_states(trainer.train_dataloader)
-            checkpoint["data"] = _resume.data_position(trainer)
-            grads = _resume.accumulated_grads(module)
-        if grads:
-            checkpoint["accumulated_grads"] = grads
-    if trainer._bus.before_checkpoint_save:
-        trainer._bus.before_checkpoint_save(ev.BeforeCheckpointSave(trainer, checkpoint))
-    return checkpoint
+        },
+        "metrics": trainer._metrics.state_dict(),
+    }
+    if trainer.datamodule is not None:
+        resume["datamodule"] = trainer.datamodule.state_dict()
+    resume.update(_resume.resumable_state(trainer))
+    return resume
+
+
+def _record_stop(trainer: Trainer) -> dict[str, Any]:
+    """The resumable state at a stop that cuts an epoch short, kept for the checkpoints written after it.
+
+    Copied (:func:`snapshot`), since the cut-short epoch's end still runs and changes scheduler, metric
+    and plugin states; the optimizer states are kept by reference (no step follows a stop), so the cost
+    is one copy of the small states, not of the model."""
+    resume = _resume_state(trainer)
+    optimizer_states = resume.pop("optimizer_states")
+    resume = snapshot(resume)
+    resume["optimizer_states"] = [
+        {**opt_state, "param_groups": snapshot(opt_state["param_groups"])} if "param_groups" in opt_state else opt_state
+        for opt_state in optimizer_states
+    ]
+    versions = [t._version for t in trainer.module.state_dict(keep_vars=True).values()]
+    return {"epoch": trainer.state.current_epoch, "resume": resume, "versions": versions}
+
+
+def _changed_since(versions: list[int], module: torch.nn.Module) -> bool:
+    """Whether a weight or buffer was written in place since ``versions`` were read (torch counts each
+    in-place write of a tensor in its version counter): cheap, and no copy of the weights is kept."""
+    now = [t._version for t in module.state_dict(keep_vars=True).values()]
+    return now != versions
 
 
 def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
@@ -503,6 +549,7 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
     from it)."""
     with _must_fit(url):
         _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
+        _warn_experiment_diff(trainer, url, checkpoint.get("experiment"))
         if "sharded" in checkpoint and "state_dict" not in checkpoint:
             info = checkpoint["sharded"]
             raise CheckpointError(
@@ -512,6 +559,13 @@ def _restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
             )
         if "state_dict" not in checkpoint:
             raise CheckpointError(f"checkpoint {url} is not a Surge checkpoint (it has no 'state_dict' entry)")
+        if trainer.state.stage == "fit" and "loops" not in checkpoint:
+            raise CheckpointError(
+                f"checkpoint {url} holds weights only (saved with weights_only=True or save_weights_only=True): it has "
+                "no optimizer, scheduler, loop or RNG state, so fit(ckpt_path=...) cannot continue its run. To start a "
+                "new run from these weights, load them first (model = MyModule.load_from_checkpoint(path), or "
+                "model.load_state_dict(surge.checkpoint.load(path)['state_dict'])) and call fit without ckpt_path"
+            )
     bus = trainer._bus
     if bus.before_checkpoint_load:
         bus.before_checkpoint_load(ev.BeforeCheckpointLoad(trainer, checkpoint))
@@ -633,3 +687,149 @@ def _warn_plugin_set_diff(url: str, saved: list[dict[str, Any]], current: list[d
     lines += [f"  ~ {n}: {before[n]} -> {now[n]}" for n in sorted(set(before) & set(now)) if before[n] != now[n]]
     if lines:
         logger.warning("resuming from {} with a different plugin set:\n{}", url, "\n".join(lines))
+
+
+# -- experiment identity -------------------------------------------------------------------------------
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_SHORT = 80  # longer hyper-parameter texts are kept as a prefix and a digest
+_MISSING = "(not set)"
+
+
+def experiment_identity(module: Any, datamodule: Any = None) -> dict[str, Any]:
+    """What makes checkpoints one experiment's: the Module's class and hyper-parameters (``module.hparams``),
+    and the DataModule's when there is one. Checkpoints hold it as ``checkpoint["experiment"]``; the
+    checkpoint plugin also writes it to ``experiment.json`` beside a run's checkpoints, to scope
+    ``ckpt_path="last"``/``"best"`` to the experiment.
+
+    Plain strings only: ``{"module": "pkg:Net", "module_bases": ["pkg:Net", "pkg:Base", ...], "hparams":
+    {"lr": "0.1", ...}, "hparams_digest": <sha256>, "datamodule": "pkg:Data" or None, "datamodule_bases": [...],
+    "datamodule_hparams": {...}, "datamodule_hparams_digest": <sha256> or None}`` (the bases: the class and
+    its bases, torch's left out; classes compare by qualified name, so a script run as ``__main__`` and as a
+    module is one experiment). A hyper-parameter is kept as its canonical JSON text (sorted keys; a value JSON has no type for
+    is its ``repr`` less memory addresses; sets sorted), cut to a prefix and its SHA-256 beyond 80
+    characters; a digest is the SHA-256 of the canonical text of all of them. Any value is taken.
+    """
+    bases = _class_names(module)
+    identity: dict[str, Any] = {"module": bases[0], "module_bases": bases}
+    identity.update(_hparams_identity("hparams", getattr(module, "hparams", None)))
+    if datamodule is None:
+        identity.update(datamodule=None, datamodule_bases=[], datamodule_hparams={}, datamodule_hparams_digest=None)
+    else:
+        bases = _class_names(datamodule)
+        identity.update(datamodule=bases[0], datamodule_bases=bases)
+        identity.update(_hparams_identity("datamodule_hparams", getattr(datamodule, "hparams", None)))
+    return identity
+
+
+def experiment_diff(saved: Mapping[str, Any], current: Mapping[str, Any], *, conflicts: bool = False) -> list[str]:
+    """How two :func:`experiment_identity` values differ, one line each (``"module class: A -> B"``,
+    ``"lr: 0.01 -> 0.1"``, ``"datamodule.batch_size: 8 -> 16"``; ``saved -> current``); empty for the same
+    experiment. The DataModule counts only when both have one (a run may feed the same data as loaders).
+
+    ``conflicts=True``: only what makes them clearly different experiments: classes that are not one a
+    subclass of the other, and hyper-parameters both set, to different values (a variant that subclasses
+    the Module, or adds or drops a hyper-parameter, is no conflict)."""
+    lines = _class_diff("module", saved, current, conflicts)
+    lines += _hparams_diff("", "hparams", saved, current, conflicts)
+    if saved.get("datamodule") and current.get("datamodule"):
+        lines += _class_diff("datamodule", saved, current, conflicts)
+        lines += _hparams_diff("datamodule.", "datamodule_hparams", saved, current, conflicts)
+    return lines
+
+
+def _class_names(obj: Any) -> list[str]:
+    """``module:qualname`` of the object's class and its bases, torch's left out: a class a strategy derived
+    from the user's in place (FSDP's ``fully_shard`` makes ``FSDP<Name>``, defined in torch) is not named."""
+    names = [f"{cls.__module__}:{cls.__qualname__}" for cls in type(obj).__mro__]
+    names = [name for name in names if not name.startswith(("torch.", "torch:", "builtins:"))]
+    return names or [f"{type(obj).__module__}:{type(obj).__qualname__}"]
+
+
+def _qualname(name: Any) -> Any:
+    """A class is known by its qualified name: ``python train.py`` defines ``__main__:Net`` and
+    ``python -m pkg.train`` ``pkg.train:Net``, and both are one experiment's class."""
+    return name.rpartition(":")[2] if isinstance(name, str) else name
+
+
+def _class_diff(name: str, saved: Mapping[str, Any], current: Mapping[str, Any], conflicts: bool) -> list[str]:
+    before, now = saved.get(name), current.get(name)
+    if _qualname(before) == _qualname(now):
+        return []
+    current_bases = {_qualname(b) for b in current.get(f"{name}_bases") or ()}
+    saved_bases = {_qualname(b) for b in saved.get(f"{name}_bases") or ()}
+    if conflicts and (_qualname(before) in current_bases or _qualname(now) in saved_bases):
+        return []  # one subclasses the other
+    return [f"{name} class: {before} -> {now}"]
+
+
+def _hparams_identity(name: str, hparams: Any) -> dict[str, Any]:
+    values = dict(hparams) if isinstance(hparams, Mapping) else {}
+    keyed = {_key_text(k): _plain(v) for k, v in values.items()}
+    texts = {k: _short(_json(v)) for k, v in sorted(keyed.items())}
+    return {name: texts, f"{name}_digest": hashlib.sha256(_json(keyed).encode()).hexdigest()}
+
+
+def _hparams_diff(
+    prefix: str, name: str, saved: Mapping[str, Any], current: Mapping[str, Any], conflicts: bool
+) -> list[str]:
+    if saved.get(f"{name}_digest") == current.get(f"{name}_digest"):
+        return []
+    before = b if isinstance(b := saved.get(name), Mapping) else {}
+    now = n if isinstance(n := current.get(name), Mapping) else {}
+    keys = set(before) & set(now) if conflicts else set(before) | set(now)
+    lines = [
+        f"{prefix}{key}: {before.get(key, _MISSING)} -> {now.get(key, _MISSING)}"
+        for key in sorted(keys)
+        if before.get(key, _MISSING) != now.get(key, _MISSING)
+    ]
+    return lines if lines or conflicts else [f"{prefix or 'module '}hyper-parameters differ"]
+
+
+def _plain(value: Any, depth: int = 0, seen: frozenset[int] = frozenset()) -> Any:
+    """``value`` as JSON-native data with string keys, deterministic across processes."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, enum.Enum):
+        return int(value)  # numpy's integers included
+    if isinstance(value, float) and not isinstance(value, enum.Enum):
+        return float(value)
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)) and depth < 32 and id(value) not in seen:
+        inner = seen | {id(value)}
+        if isinstance(value, Mapping):
+            return {_key_text(k, depth + 1, inner): _plain(v, depth + 1, inner) for k, v in value.items()}
+        items = [_plain(v, depth + 1, inner) for v in value]
+        return sorted(items, key=_json) if isinstance(value, (set, frozenset)) else items
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    return _ADDRESS.sub("", text)
+
+
+def _key_text(key: Any, depth: int = 0, seen: frozenset[int] = frozenset()) -> str:
+    return key if type(key) is str else _json(_plain(key, depth, seen))
+
+
+def _json(plain: Any) -> str:
+    return json.dumps(plain, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def _short(text: str) -> str:
+    if len(text) <= _SHORT:
+        return text
+    return f"{text[:48]}... (sha256:{hashlib.sha256(text.encode()).hexdigest()[:16]})"
+
+
+def _warn_experiment_diff(trainer: Trainer, url: str, saved: Any) -> None:
+    """The checkpoint's experiment (when it records one) differs from the run's: say how; restore anyway."""
+    if not isinstance(saved, Mapping) or trainer.module is None:
+        return
+    lines = experiment_diff(saved, experiment_identity(trainer.module, trainer.datamodule))
+    if lines:
+        logger.warning(
+            "restoring {}, a checkpoint of another experiment (the checkpoint's -> this run's):\n{}\nIts weights "
+            "load as asked; if this is not the checkpoint you meant, pass the path of one of this experiment's",
+            url,
+            "\n".join(f"  ~ {line}" for line in lines),
+        )

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from surge import _cli_new, _cli_plot, _cli_plugins, _cli_run
+from surge._logging import configure_logging
 
 __all__ = ["main", "build_parser"]
 
@@ -48,10 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "overrides_allowed", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.overrides = extra  # --trainer.max_epochs=3 and friends, for the run commands
+    configure_logging()  # the application's choice (SURGE_LOG_LEVEL); a Trainer leaves logging alone
     from surge.errors import ConfigError, SurgeError
 
     try:
-        with _lab(args.lab):
+        with _lab(args.lab), _plugin_flags(getattr(args, "plugin_flags", [])):
             return int(args.run(args))
     except ConfigError as exc:  # every problem of the config at once; a traceback would not help
         print(f"surge {args.command}: error: {exc}", file=sys.stderr)
@@ -64,18 +66,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 @contextlib.contextmanager
 def _lab(location: str | None) -> Iterator[None]:
     """``--lab PATH`` is ``SURGE_LAB=PATH`` for the command (so every Trainer it builds sees it)."""
-    if location is None:
+    with _environ({} if location is None else {"SURGE_LAB": location}):
         yield
-        return
-    previous = os.environ.get("SURGE_LAB")
-    os.environ["SURGE_LAB"] = location
+
+
+@contextlib.contextmanager
+def _plugin_flags(flags: list[str]) -> Iterator[None]:
+    """``-p NAME`` / ``-p no:NAME`` are ``SURGE_LOAD_PLUGINS`` / ``SURGE_DISABLE_PLUGINS`` entries for the command
+    (so discovery, every Trainer and a relaunched process see them)."""
+    with _environ(_cli_plugins.plugin_environment(flags, os.environ) if flags else {}):
+        yield
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop("SURGE_LAB", None)
-        else:
-            os.environ["SURGE_LAB"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ class PluginConflictError(PluginError):
 
 
 class PluginOrderError(PluginError):
-    """The declared ``before=``/``after=`` constraints name an unknown plugin or form a cycle."""
+    """The declared ``before=``/``after=`` constraints form a cycle, or require (``"name!"``) a plugin that is
+    not installed."""
 
 
 class ProviderError(PluginError, ValueError):

@@ -17,10 +17,15 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class Ordering:
-    """Named ordering constraints of one hook implementation (attached as ``fn.surge_ordering``)."""
+    """Named ordering constraints of one hook implementation (attached as ``fn.surge_ordering``).
+
+    A name is a preference, applied when a plugin of that name is installed; the names in ``required`` were
+    written with a trailing ``!`` (``after="csv!"``) and a Trainer refuses to start without them.
+    """
 
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
+    required: frozenset[str] = frozenset()
 
 
 @overload
@@ -52,12 +57,16 @@ def hookimpl(
 
     ``tryfirst``/``trylast`` move the handler to the front or back of its tier (providers, participants,
     the user's Module, observers). ``before``/``after`` name other plugins this handler must run before or
-    after, across tiers; they are checked when the Trainer starts, and a cycle or a name that no installed
-    plugin has is an error. ``specname`` lets the function have another name than the event.
+    after, across tiers, when they are installed (a name no installed plugin has is ignored); a name ending
+    in ``!`` (``after="csv!"``) is required: without that plugin installed the Trainer refuses to start.
+    Constraints are resolved when the Trainer starts, and a cycle is an error. ``specname`` lets the function
+    have another name than the event.
     """
     if tryfirst and trylast:
         raise ValueError("hookimpl: tryfirst and trylast exclude each other; choose one")
-    ordering = Ordering(before=_names(before), after=_names(after))
+    befores, afters = _names(before), _names(after)
+    required = frozenset(n[:-1] for n in (*befores, *afters) if n.endswith("!"))
+    ordering = Ordering(before=_strip(befores), after=_strip(afters), required=required)
 
     def mark(fn: _F) -> _F:
         marked = _marker(tryfirst=tryfirst, trylast=trylast, specname=specname)(fn)
@@ -69,4 +78,12 @@ def hookimpl(
 
 
 def _names(value: str | Iterable[str]) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else tuple(value)
+    names = (value,) if isinstance(value, str) else tuple(value)
+    bad = [n for n in names if not isinstance(n, str) or not n.rstrip("!")]
+    if bad:
+        raise ValueError(f"hookimpl: before=/after= take plugin names (a name, or a list of them); got {bad!r}")
+    return names
+
+
+def _strip(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n.removesuffix("!") for n in names)

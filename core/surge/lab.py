@@ -17,8 +17,13 @@ A lab profile is a TOML file (or a ``[tool.surge.lab]`` table in ``pyproject.tom
     precision = "bf16-mixed"
 
 Where it is found, first match wins: ``surge --lab PATH`` (which sets ``SURGE_LAB`` for its command), the
-``SURGE_LAB`` environment variable (a path or any fsspec URL), or a ``[tool.surge.lab]`` table in the nearest
-``pyproject.toml`` above the current directory.
+``SURGE_LAB`` environment variable (a path or any fsspec URL; a ``pyproject.toml`` there means its
+``[tool.surge.lab]`` table), or a ``[tool.surge.lab]`` table in the nearest ``pyproject.toml`` above the current
+directory. The nearest ``pyproject.toml`` decides even without a table (a project is its own root): a table in a
+``pyproject.toml`` further up is then passed over, with a warning naming both files.
+
+Under a lab the modules of a pinned distribution must be its own files, and under a hash they are compiled from
+the sources the hash covered, never from byte-code caches (see :mod:`surge._pinned`).
 
 Precedence: ``[trainer]`` values are defaults under ``SURGE_TRAINER_*`` variables, which are under explicit
 Trainer arguments. The rules (pins, ``autoload``, ``[plugins]``) are on top of everything: a forced-off plugin
@@ -62,11 +67,24 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from surge._pinned import Home, foreign_bytecode, home_of, shadow, where
+
 if TYPE_CHECKING:
     from surge._activation import Requests
     from surge.settings import SurgeSettings
 
-__all__ = ["DistributionPin", "LabProfile", "Lab", "Mismatch", "resolve", "load", "parse", "lock", "distribution_hash"]
+__all__ = [
+    "DistributionPin",
+    "LabProfile",
+    "Lab",
+    "Mismatch",
+    "resolve",
+    "find",
+    "load",
+    "parse",
+    "lock",
+    "distribution_hash",
+]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _PER_INSTALL = {"RECORD", "RECORD.jws", "RECORD.p7s", "INSTALLER", "REQUESTED", "direct_url.json"}
@@ -148,7 +166,19 @@ class LabProfile(BaseModel):
 class Mismatch:
     """One difference between the environment and the profile, and the command that removes it."""
 
-    kind: Literal["missing", "version", "hash", "unexpected", "plugin"]
+    kind: Literal[
+        "missing",
+        "version",
+        "hash",
+        "unexpected",
+        "plugin",
+        "shadowed",
+        "nowhere",
+        "clash",
+        "record",
+        "import",
+        "bytecode",
+    ]
     subject: str
     detail: str
     fix: str
@@ -182,8 +212,14 @@ class Lab:
             return f"its distribution {distribution or '?'} is not in the lab profile {self.source} (autoload = false)"
         return ""
 
-    def check(self) -> list[Mismatch]:
-        """Every difference between the installed distributions and the profile. Imports no plugin."""
+    def check(self, settings: SurgeSettings | None = None) -> list[Mismatch]:
+        """Every difference between the installed distributions and the profile, and every reason a run under it
+        would refuse that can be seen without importing a plugin: a pinned plugin's module that is not its own
+        file (shadowed), an entry point to a module that does not exist, a plugin name two distributions claim.
+
+        With ``settings`` and nothing else wrong, the plugins a run would import (discovery under this profile
+        and ``settings``) are imported too, so a pinned plugin that fails to import is found as a run finds it;
+        without, nothing is imported (the check every run makes first)."""
         installed = _plugin_distributions()
         problems: list[Mismatch] = []
         for key, (name, pin) in sorted(self._pins.items()):
@@ -239,6 +275,93 @@ class Lab:
                         f"pip install surge-{plugin})",
                     )
                 )
+        problems += self._origins(installed) + self._clashes(installed)
+        if settings is not None and not problems:
+            problems += self._imports(settings)
+        return problems
+
+    def homes(self, installed: dict[str, tuple[Any, dict[str, str]]] | None = None) -> list[Home]:
+        """Where each installed pinned distribution's modules must come from (what the import guard holds to)."""
+        installed = _plugin_distributions() if installed is None else installed
+        homes = []
+        for key, (name, pin) in sorted(self._pins.items()):
+            dist, plugins = installed.get(key) or (_find(name), {})
+            modules = [_module(value) for value in plugins.values()]
+            home = home_of(dist, modules, hashed=pin.sha256 is not None) if dist is not None else None
+            if home is not None:
+                homes.append(home)
+        return homes
+
+    def _origins(self, installed: dict[str, tuple[Any, dict[str, str]]]) -> list[Mismatch]:
+        """Each pinned plugin's entry point leads to a module, every module on the way is the pinned
+        distribution's own file (not a folder of the same name earlier on sys.path), and under a hash no module
+        imported before the lab was read ran byte-code other than its source's."""
+        problems = []
+        for home in self.homes(installed):
+            key = canonicalize_name(home.distribution)
+            plugins = {
+                n: v for n, v in installed.get(key, (None, {}))[1].items() if self.profile.plugins.get(n) is not False
+            }
+            reinstall = f"pip install --force-reinstall --no-deps '{home.distribution}=={home.version}'"
+            if plugins and not home.files and not home.roots:
+                detail = "lists no installed files (no RECORD), so its modules cannot be told from copies elsewhere"
+                problems.append(Mismatch("record", home.label, detail, reinstall))
+                continue
+            for module, source, cached in foreign_bytecode(home) if home.hashed else ():
+                detail = (
+                    f"{module} was imported before the lab was read, from {cached}, byte-code that is not the code of "
+                    f"its hashed source {source}"
+                )
+                problems.append(Mismatch("bytecode", home.label, detail, f"delete {cached}, then start the run again"))
+            for plugin, value in sorted(plugins.items()):
+                files, missing = where(_module(value))
+                for module, origin in files:
+                    if not home.owns(origin):
+                        detail, fix = shadow(home, module, origin)
+                        problems.append(Mismatch("shadowed", home.label, f"plugin '{plugin}': {detail}", fix))
+                        break
+                else:
+                    if missing is not None:
+                        detail = (
+                            f"the entry point of its plugin '{plugin}' ({value}) names {missing}, which is not found"
+                        )
+                        problems.append(Mismatch("nowhere", home.label, detail, reinstall))
+        return problems
+
+    def _clashes(self, installed: dict[str, tuple[Any, dict[str, str]]]) -> list[Mismatch]:
+        """Plugin names claimed by two distributions where one of them is pinned: a run cannot load either."""
+        claimed: dict[str, list[tuple[Any, str]]] = {}
+        for dist, plugins in installed.values():
+            for plugin, value in plugins.items():
+                claimed.setdefault(plugin, []).append((dist, value))
+        problems = []
+        for plugin, claims in sorted(claimed.items()):
+            if self.profile.plugins.get(plugin) is False:
+                continue  # blocked before import, so neither is loaded and the name is simply off
+            if not self.profile.autoload:  # an unpinned claimant is reported as unexpected
+                claims = [(dist, value) for dist, value in claims if self.pins(_name(dist))]
+            if len(claims) > 1 and any(self.pins(_name(dist)) for dist, _ in claims):
+                who = " and ".join(f"{_name(dist)} {dist.version} ({value})" for dist, value in claims)
+                fix = "pip uninstall " + " or ".join(sorted({_name(dist) for dist, _ in claims}))
+                problems.append(Mismatch("clash", plugin, f"claimed by {who}; a run loads neither", fix))
+        return problems
+
+    def _imports(self, settings: SurgeSettings) -> list[Mismatch]:
+        from surge.plugins import discover
+
+        problems = []
+        for record in discover(settings, lab=self, fatal=False).records.values():
+            if record.status == "failed" and self.pins(record.distribution):
+                problems.append(
+                    Mismatch(
+                        "import",
+                        f"{record.distribution} {record.version}",
+                        f"its plugin '{record.name}' fails to load: {record.reason}",
+                        f"fix or reinstall it (pip install --force-reinstall --no-deps "
+                        f"'{record.distribution}=={record.version}'), or switch it off in the profile "
+                        f"([plugins] {record.name} = false)",
+                    )
+                )
         return problems
 
     def report(self, problems: list[Mismatch]) -> str:
@@ -286,31 +409,69 @@ class Lab:
 
 def resolve(settings: SurgeSettings, cwd: Path | None = None) -> Lab | None:
     """The active lab: ``SURGE_LAB`` (which ``surge --lab`` sets), else ``[tool.surge.lab]`` in the nearest
-    ``pyproject.toml`` above ``cwd``; ``None`` without either."""
+    ``pyproject.toml`` above ``cwd``; ``None`` without either. Warns (once per process) about each profile
+    higher up that the nearest ``pyproject.toml`` passes over."""
+    lab, passed_over = find(settings, cwd)
+    for warning in passed_over:
+        if warning not in _warned:
+            _warned.add(warning)
+            logger.warning(warning)
+    return lab
+
+
+_warned: set[str] = set()
+
+
+def find(settings: SurgeSettings, cwd: Path | None = None) -> tuple[Lab | None, list[str]]:
+    """The active lab (as :func:`resolve`) and, for each ``[tool.surge.lab]`` table higher up that does not
+    apply, a sentence saying so and how to run under it."""
     if settings.lab:
-        return load(settings.lab)
+        return load(settings.lab), []
     start = (cwd or Path.cwd()).resolve()
+    nearest: Path | None = None
+    lab: Lab | None = None
+    passed_over = []
     for directory in (start, *start.parents):
         pyproject = directory / "pyproject.toml"
-        if pyproject.is_file():
-            return _from_pyproject(pyproject)
-    return None
+        if not pyproject.is_file():
+            continue
+        if nearest is None:
+            nearest, lab = pyproject, _from_pyproject(pyproject)
+        elif _has_table(pyproject):
+            why = "has a [tool.surge.lab] table of its own" if lab else "has no [tool.surge.lab] table"
+            passed_over.append(
+                f"the lab profile {pyproject} [tool.surge.lab] does not apply here: the nearest pyproject.toml, "
+                f"{nearest}, decides, and it {why}. To run under it, copy the table into {nearest}, or pass "
+                f"--lab {pyproject} (or set SURGE_LAB={pyproject})"
+            )
+    return lab, passed_over
+
+
+def _has_table(pyproject: Path) -> bool:
+    try:
+        text = pyproject.read_text(encoding="utf-8", errors="replace")
+        return "surge" in text and isinstance(_lab_table(tomllib.loads(text)), dict)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
 
 
 def _from_pyproject(pyproject: Path) -> Lab | None:
     text = pyproject.read_text(encoding="utf-8", errors="replace")
     if "surge" not in text:  # most projects: no need to parse
         return None
-    data = _toml(text, str(pyproject))
-    table: Any = data
-    for key in ("tool", "surge", "lab"):  # `tool = 1` is valid TOML: only tables are looked into
-        table = table.get(key) if isinstance(table, dict) else None
+    table = _lab_table(_toml(text, str(pyproject)))
     if table is None:
         return None
     source = f"{pyproject} [tool.surge.lab]"
     if not isinstance(table, dict):
         raise ConfigError([("tool.surge.lab", "must be a table")], f"lab profile {source}")
     return Lab(parse(table, source, prefix="tool.surge.lab."), source)
+
+
+def _lab_table(data: Any) -> Any:
+    for key in ("tool", "surge", "lab"):  # `tool = 1` is valid TOML: only tables are looked into
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def load(location: str) -> Lab:
@@ -329,6 +490,12 @@ def load(location: str) -> Lab:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:  # TOML is UTF-8 text
         raise ConfigError([("(toml)", f"not UTF-8 text: {exc}")], f"lab profile {location}") from None
+    if location.rstrip("/").endswith("pyproject.toml"):  # its [tool.surge.lab] table
+        table = _lab_table(_toml(text, location))
+        if not isinstance(table, dict):
+            raise LabError(f"{location} has no [tool.surge.lab] table; add one, or pass a profile file with --lab")
+        source = f"{location} [tool.surge.lab]"
+        return Lab(parse(table, source, prefix="tool.surge.lab."), source)
     return Lab(parse(_toml(text, location), location), location)
 
 
@@ -386,17 +553,21 @@ def _name(dist: Any) -> str:
     return str(dist.metadata["Name"])
 
 
-def _plugin_distributions() -> dict[str, tuple[Any, set[str]]]:
-    """Canonical name -> (distribution, its plugin names) for every distribution with a ``surge.plugins``
-    entry point, in the view discovery has (``surge.testing``'s in-memory plugins included)."""
+def _plugin_distributions() -> dict[str, tuple[Any, dict[str, str]]]:
+    """Canonical name -> (distribution, its plugin names -> entry point values) for every distribution with a
+    ``surge.plugins`` entry point, in the view discovery has (``surge.testing``'s in-memory plugins included)."""
     from surge import plugins
 
-    found: dict[str, tuple[Any, set[str]]] = {}
+    found: dict[str, tuple[Any, dict[str, str]]] = {}
     for ep in plugins.source.entry_points():
         dist = getattr(ep, "dist", None)
         if dist is not None:
-            found.setdefault(canonicalize_name(_name(dist)), (dist, set()))[1].add(ep.name)
+            found.setdefault(canonicalize_name(_name(dist)), (dist, {}))[1].setdefault(ep.name, ep.value)
     return found
+
+
+def _module(value: str) -> str:
+    return value.split(":")[0].strip()
 
 
 def _unowned_plugins() -> set[str]:
@@ -452,7 +623,11 @@ def distribution_hash(dist: Any) -> str:
 
 def lock(hashes: bool = False) -> str:
     """A profile pinning ``surge`` and every distribution that provides a ``surge.plugins`` entry point to
-    its installed version (``==``), with ``autoload = false``; with ``hashes``, each one's hash too."""
+    its installed version (``==``), with ``autoload = false``; with ``hashes``, each one's hash too.
+
+    Every plugin is imported first, as a run under the profile would import it: each one that fails (or whose
+    name two distributions claim) is written at the top as a ``# warning:`` line, since every run under the
+    profile refuses until it is fixed."""
     dists = {key: dist for key, (dist, _) in _plugin_distributions().items()}
     core = _find("surge")
     if core is not None:
@@ -461,6 +636,7 @@ def lock(hashes: bool = False) -> str:
         "# Lab profile written by `surge plugins lock` from the current environment.",
         "# Verify an environment with `surge plugins check --lab FILE`; set autoload = true to allow",
         "# plugins that are not listed here.",
+        *(f"# warning: {line}" for line in _lock_warnings()),
         "autoload = false",
         "",
         "[distributions]",
@@ -479,3 +655,17 @@ def lock(hashes: bool = False) -> str:
                 lines.append(f"# {name}: no hash: {exc}")
         lines.append(f"{key_text} = {value}")
     return "\n".join(lines) + "\n"
+
+
+def _lock_warnings() -> list[str]:
+    from surge.plugins import discover
+    from surge.settings import SurgeSettings
+
+    everything = Lab(LabProfile(), "(none: `surge plugins lock` imports every plugin)")
+    catalog = discover(SurgeSettings.model_construct(), lab=everything, fatal=False)
+    return [
+        f"{record.describe()} fails to load: {record.reason}. Every run under this profile refuses until it is "
+        f"fixed (or until [plugins] {record.name} = false switches it off)"
+        for record in catalog.records.values()
+        if record.status == "failed"
+    ]

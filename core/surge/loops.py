@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from surge import _resume
+from surge import checkpoint as _checkpoint
 from surge import events as ev
 from surge._data import loader_len
-from surge._resume import epoch_start_states
+from surge._resume import OpenBatch, epoch_start_states
 from surge.errors import SurgeError
 from surge.state import Interrupted
 
@@ -57,7 +59,9 @@ def fit(trainer: Trainer) -> None:
         state.sanity_checking = True
         if bus.sanity_check_start:
             bus.sanity_check_start(ev.SanityCheckStart(trainer))
-        evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_sanity_val_batches)
+        # the sanity check only checks: every RNG it draws from is put back, so it changes no number
+        with _resume.isolated_rng([trainer.train_dataloader, *trainer.val_dataloaders]):
+            evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_sanity_val_batches)
         state.sanity_checking = False
         if bus.sanity_check_end:
             bus.sanity_check_end(ev.SanityCheckEnd(trainer))
@@ -168,25 +172,35 @@ def train_epoch(trainer: Trainer) -> None:
     else:
         trainer._resume_point = None
         iterator = resume.continue_epoch(trainer)
-        batch_idx, pending = resume.epoch_batches, bool(resume.grads)
+        # gradients restored in manual optimization are the user's to step, not an open window of the loop's
+        batch_idx, pending = resume.epoch_batches, bool(resume.grads) and automatic
         # what followed the last batch done before the save: its validation (unless it ran), the stop checks
         due = val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0
         if batch_idx and due and not resume.validated:
             _validate_during_fit(trainer)
         if _stop_after_batch(trainer):
             end = batch_idx
+    cut = end < n  # the epoch ends before its last batch: a stop (max_steps, a requested stop), not its end
+    # torch's RNG state before the running batch (a cheap copy): a batch that does not finish is rewound to it
+    open_rng: torch.Tensor | None = None
+    window_open, steps_before = pending, state.global_step
     try:
         while batch_idx < end:
+            open_rng, window_open, steps_before = torch.get_rng_state(), pending, state.global_step
             try:
                 batch = next(iterator)
             except StopIteration:
+                open_rng = None
                 break
             state.batch_idx = batch_idx
             batch = precision.convert_input(strategy.batch_to_device(batch))
             metrics.new_batch(batch)
             if bus.train_batch_start:
                 bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
-                if state.should_stop and _min_reached(trainer):
+                if state.should_stop and _min_reached(trainer):  # the batch is skipped: the epoch is cut here
+                    reason = f"skipped by the stop requested in its train_batch_start: {state.stop_reason}"
+                    trainer._open_batch = OpenBatch(epoch, batch_idx, open_rng, window_open, False, reason)
+                    open_rng, cut = None, True
                     break
             if tbptt:
                 outputs = _tbptt_batch(trainer, training_step, batch, batch_idx, tbptt)
@@ -211,6 +225,7 @@ def train_epoch(trainer: Trainer) -> None:
                     outputs = training_step(batch, batch_idx)
             metrics.end_step(write=trainer.should_log)
             state.total_batches += 1  # counted before train_batch_end: a checkpoint saved there includes this batch
+            open_rng = None
             if bus.train_batch_end:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer, outputs, batch, batch_idx))
             batch_idx += 1
@@ -221,15 +236,26 @@ def train_epoch(trainer: Trainer) -> None:
                 serve = _agree(trainer)
             if state.interrupted or serve:  # the step boundary: Ctrl-C, requested checkpoints
                 _step_boundary(trainer, serve)
-            if loop.max_steps != -1 and state.global_step >= loop.max_steps:
+            if (loop.max_steps != -1 and state.global_step >= loop.max_steps) or (
+                state.should_stop and _min_reached(trainer)
+            ):
+                cut = True
                 break
-            if state.should_stop and _min_reached(trainer):
-                break
+    except BaseException as exc:
+        if open_rng is not None:  # raised inside a batch (not at a step boundary or in a validation)
+            _batch_failed(trainer, exc, OpenBatch(epoch, batch_idx, open_rng, window_open, True, ""), steps_before)
+        raise
     finally:
         # Now, not at some later garbage collection (which can stall for seconds): an exception leaving the
         # epoch shuts the loader's worker processes down on its way out.
         del iterator
-    if pending:
+    cut = cut and batch_idx < n
+    if cut:
+        # A stop cut the epoch short. Its end still runs below, as in Lightning (train_epoch_end fires and
+        # current_epoch goes up; epoch-interval schedulers do not step), but the checkpoints written from now on
+        # record the truth: this epoch at this batch, the states as they are now, an open window unstepped.
+        trainer._stop_record = _checkpoint._record_stop(trainer)
+    elif pending:
         optimization_step(trainer)  # the last, partial accumulation window of a loader without length
     state.epoch_loop_done = True
     if val_epoch and not val_every and batch_idx:
@@ -241,7 +267,7 @@ def train_epoch(trainer: Trainer) -> None:
         bus.train_epoch_end(ev.TrainEpochEnd(trainer, epoch))
     metrics.end_epoch()
     metrics.context = None
-    if automatic:
+    if automatic and not cut:
         _step_schedulers(trainer, "epoch")
 
 
@@ -298,8 +324,27 @@ def _agree(trainer: Trainer) -> bool:
     return serve
 
 
+def _batch_failed(trainer: Trainer, exc: BaseException, batch: OpenBatch, steps_before: int) -> None:
+    """A batch raised (an exception, a second Ctrl-C, a non-finite loss). Before its optimizer step it did
+    not happen: its logged values are dropped and a checkpoint records the position before it. After the
+    step it did: it counts as done and the gradients its step consumed are dropped."""
+    state = trainer.state
+    if state.global_step != steps_before:
+        state.total_batches += 1
+        if trainer.module.automatic_optimization:
+            for param in trainer.module.parameters():
+                param.grad = None
+        return
+    trainer._metrics.rollback()
+    text = str(exc).strip().splitlines()
+    batch.reason = f"it raised {type(exc).__name__}" + (f": {text[0]}" if text else "")
+    trainer._open_batch = batch
+
+
 def _validate_during_fit(trainer: Trainer) -> None:
-    trainer.state.validated_at = trainer.state.total_batches  # a checkpoint saved during it resumes after it
+    # Until its batches are done it counts as not run: a checkpoint written meanwhile (after Ctrl-C in it)
+    # records the RNG states from before it, and the resumed run runs it again (see ``evaluate``).
+    trainer._validation_rng = _resume.rng_states(trainer.train_dataloader)
     evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
     trainer.module.train()
     trainer._metrics.context = "train"
@@ -472,6 +517,8 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                 if single:  # several processes stop together at the next training step boundary instead
                     _raise_if_interrupted(trainer)
         metrics.dataloader_idx = None
+        if trainer._validation_rng is not None:  # a validation during fit ran all its batches: it counts as run
+            state.validated_at, trainer._validation_rng = state.total_batches, None
         results = _publish(trainer, write=False)
         if getattr(bus, f"{stage}_epoch_end"):
             bus.emit(ev.EVENTS[f"{stage}_epoch_end"](trainer, state.current_epoch))  # type: ignore[call-arg]

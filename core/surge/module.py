@@ -195,7 +195,16 @@ class Module(nn.Module):
 
     def save_hyperparameters(self, *names: str, ignore: Sequence[str] | str = ()) -> None:
         """Store the arguments of ``__init__`` in ``self.hparams`` (call it from ``__init__``): all of them, or
-        only ``names``, less ``ignore``. They are saved in checkpoints and logged as hyper-parameters."""
+        only ``names``, less ``ignore``. They are saved in checkpoints and logged as hyper-parameters.
+
+        ``self.hparams`` keeps the values as given; checkpoints and loggers get them converted to plain types
+        (:func:`surge._plain.plain_hparams`): paths, dates and ``torch.dtype``/``device`` as strings,
+        ``timedelta`` as seconds, an ``Enum`` as its ``.value``, a dataclass as a dict of its fields, numpy
+        scalars and arrays as numbers and lists, sets as sorted lists. So ``load_from_checkpoint`` calls
+        ``__init__`` with those plain values (``Color(kind)``, ``Path(root)`` or ``Cfg(**cfg)`` turn them back).
+        A value with no plain form (a function, an arbitrary object) makes ``fit``/``validate``/``test`` raise
+        :class:`~surge.errors.ConfigError` naming it before the run starts: convert it in ``__init__`` or
+        leave it out with ``ignore``."""
         captured = _capture_init_args(self, [ignore] if isinstance(ignore, str) else ignore)
         unknown = [name for name in names if name not in captured]
         if unknown:

@@ -6,7 +6,7 @@ A distribution declares each plugin with an entry point whose object is a :class
     devices = "surge_devices:plugin"
 
 Discovery is lazy (a Trainer or a CLI command asks for it, never ``import surge``), sorted by name,
-de-duplicated, and loud when two distributions claim one name. Blocking (``SURGE_PLUGINS``,
+de-duplicated; a name two distributions claim loads neither and says why. Blocking (``SURGE_PLUGINS``,
 ``SURGE_DISABLE_PLUGINS``, ``SURGE_DISABLE_PLUGIN_AUTOLOAD``, and a lab profile's rules, see
 :mod:`surge.lab`) happens before anything is imported.
 """
@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
+from surge import _pinned
 from surge._logging import route_stdlib
-from surge.errors import PluginConflictError, PluginError
+from surge.errors import LabError, PluginConflictError, PluginError
 from surge.settings import SurgeSettings
 
 if TYPE_CHECKING:
@@ -109,6 +112,8 @@ class PluginRecord:
     reason: str = ""
     plugin: Plugin | None = None
     module: str = ""
+    origin: str = ""
+    """The file the entry point's module was imported from (empty until loaded, or for an in-memory module)."""
 
     @property
     def kind(self) -> str:
@@ -140,9 +145,19 @@ class Catalog:
     """Every discovered plugin, sorted by name, with its status."""
 
     records: dict[str, PluginRecord]
+    lab: str | None = None
+    """The lab profile discovery ran under (its source), or ``None``."""
 
     def loaded(self) -> list[PluginRecord]:
         return [r for r in self.records.values() if r.plugin is not None]
+
+    def summary(self) -> str:
+        """One line: the lab profile, and every loaded plugin with its distribution and file (the start-up line)."""
+        loaded = "; ".join(
+            f"{r.name} ({r.distribution or '?'} {r.version or '?'}, {r.origin or 'in memory'})" for r in self.loaded()
+        )
+        lab = f"the lab profile {self.lab}" if self.lab else "no lab profile"
+        return f"plugins loaded under {lab}: {loaded or 'none'}"
 
     def providers(self, slot: str) -> dict[str, tuple[Callable[..., Any], PluginRecord]]:
         """Provider name -> (factory, record) for one slot, with an error when two plugins claim a name."""
@@ -161,49 +176,80 @@ class Catalog:
         return found
 
 
-def discover(settings: SurgeSettings, requested: Iterable[str] = (), lab: Lab | None = None) -> Catalog:
+def discover(
+    settings: SurgeSettings, requested: Iterable[str] = (), lab: Lab | None = None, *, fatal: bool = True
+) -> Catalog:
     """Find, filter and import the ``surge.plugins`` entry points.
 
     ``requested`` names plugins the caller asked for by name; they load even under
     ``SURGE_DISABLE_PLUGIN_AUTOLOAD=1``, but never when ``SURGE_DISABLE_PLUGINS`` blocks them or a
     ``SURGE_PLUGINS`` allow-list leaves them out. ``lab`` (by default the profile :func:`surge.lab.resolve`
     finds) goes over all of these: it blocks what it switches off or does not list under ``autoload = false``,
-    lets through what it forces on, and makes a pinned distribution's import failure fatal.
+    lets through what it forces on, holds imports of pinned distributions to their own files
+    (:mod:`surge._pinned`), and makes a pinned distribution's import failure fatal.
+
+    A name two distributions claim loads neither: its record is ``failed`` and says so, unless all but one
+    are blocked (``SURGE_DISABLE_PLUGINS=<distribution>:<name>``). A failure is reported and skipped, or
+    raised when the lab pins the distribution or ``SURGE_STRICT_PLUGINS=1``, after every plugin was tried;
+    with ``fatal=False`` (the diagnostic commands) failures are only recorded.
     """
     if lab is None:
         from surge.lab import resolve
 
         lab = resolve(settings)
+    _pinned.guard(lab.homes() if lab is not None else (), lab.source if lab is not None else "")
     requested = set(requested)
-    by_name: dict[str, tuple[metadata.EntryPoint, PluginRecord]] = {}
+    claims: dict[str, dict[tuple[str | None, str], tuple[metadata.EntryPoint, PluginRecord]]] = {}
     for ep in source.entry_points():
         dist, version = _dist_of(ep)
         record = PluginRecord(ep.name, dist, version, ep.value, module=ep.value.split(":")[0].split(".")[0])
-        if ep.name in by_name:
-            previous = by_name[ep.name][1]
-            if (previous.distribution, previous.value) == (dist, ep.value):
-                continue  # the same distribution seen twice on sys.path
-            if previous.distribution == dist:
-                raise PluginConflictError(
-                    f"distribution {dist} declares the plugin name '{ep.name}' twice ({previous.value} and "
-                    f"{ep.value}) in its surge.plugins entry points; its author must rename one"
-                )
-            raise PluginConflictError(
-                f"two distributions claim the plugin name '{ep.name}': {previous.describe()} -> "
-                f"{previous.value} and {record.describe()} -> {ep.value}. Uninstall one of them."
-            )
-        by_name[ep.name] = (ep, record)
+        claims.setdefault(ep.name, {}).setdefault((dist, ep.value), (ep, record))  # seen twice on sys.path: once
 
     records: dict[str, PluginRecord] = {}
-    for name in sorted(by_name):
-        ep, record = by_name[name]
+    fatal_problems: list[str] = []
+    clashes: set[str] = set()
+    for name in sorted(claims):
+        candidates = list(claims[name].values())
+        reasons = [_blocked_reason(record, settings, requested, lab) for _, record in candidates]
+        kept = [candidate for candidate, reason in zip(candidates, reasons, strict=True) if not reason]
+        ep, record = kept[0] if kept else candidates[0]
         records[name] = record
-        blocked = _blocked_reason(record, settings, requested, lab)
-        if blocked:
-            record.status, record.reason = "blocked", blocked
+        if not kept:
+            record.status, record.reason = "blocked", reasons[0]
             continue
-        _load(ep, record, settings, lab)
-    return Catalog(records)
+        if len(kept) > 1:
+            record.status, record.reason = "failed", _clash([r for _, r in kept])
+            clashes.add(name)
+        else:
+            _load(ep, record)
+        if record.status != "failed":
+            continue
+        pins = [
+            f"the lab profile {lab.source} pins {r.distribution}" for _, r in kept if lab and lab.pins(r.distribution)
+        ]
+        why = pins[0] + ("" if name in clashes else "; fix or reinstall it") if pins else ""
+        why = why or ("SURGE_STRICT_PLUGINS=1" if settings.strict_plugins else "")
+        if why:
+            fatal_problems.append(f"{record.describe()} failed to load: {record.reason} (fatal because {why})")
+        elif fatal:
+            logger.warning("{} failed to load and is skipped: {}", record.describe(), record.reason)
+    if fatal and fatal_problems:
+        raise (PluginConflictError if clashes else PluginError)("\n".join(fatal_problems))
+    return Catalog(records, lab.source if lab is not None else None)
+
+
+def _clash(records: list[PluginRecord]) -> str:
+    """Why a name claimed by two entry points loads neither, and how to choose one."""
+    name, dist = records[0].name, records[0].distribution
+    if all(r.distribution == dist for r in records):
+        values = " and ".join(r.value for r in records)
+        return f"distribution {dist} declares the plugin name '{name}' twice ({values}); its author must rename one"
+    claims = " and ".join(f"{r.distribution or '?'} {r.version or '?'} ({r.value})" for r in records)
+    blocks = " or ".join(f"SURGE_DISABLE_PLUGINS={r.distribution}:{name}" for r in records if r.distribution)
+    return (
+        f"two distributions claim the plugin name '{name}': {claims}, so neither is loaded. Uninstall one, or "
+        f"block one with {blocks} (for one run: surge fit -p no:DISTRIBUTION:{name})"
+    )
 
 
 def _blocked_reason(record: PluginRecord, settings: SurgeSettings, requested: set[str], lab: Lab | None) -> str:
@@ -212,6 +258,12 @@ def _blocked_reason(record: PluginRecord, settings: SurgeSettings, requested: se
         reason = lab.blocked_reason(name, record.distribution)
         if reason or lab.forces_on(name):
             return reason
+    for entry in settings.disable_plugins:  # <distribution>:<name> blocks one distribution's claim only
+        dist, _, plugin = entry.rpartition(":")
+        if dist and plugin == name and canonicalize_name(dist) == canonicalize_name(record.distribution or "?"):
+            return f"blocked by SURGE_DISABLE_PLUGINS={entry}"
+    if name in settings.load_plugins:  # SURGE_LOAD_PLUGINS (`surge fit -p NAME`) is over the lists below
+        return ""
     if name in settings.disable_plugins:
         return "blocked by SURGE_DISABLE_PLUGINS"
     if settings.plugins is not None and name not in settings.plugins:
@@ -221,7 +273,7 @@ def _blocked_reason(record: PluginRecord, settings: SurgeSettings, requested: se
     return ""
 
 
-def _load(ep: metadata.EntryPoint, record: PluginRecord, settings: SurgeSettings, lab: Lab | None) -> None:
+def _load(ep: metadata.EntryPoint, record: PluginRecord) -> None:
     try:
         if not _VALUE.match(ep.value):  # else importlib fails with "'NoneType' object has no attribute 'group'"
             raise PluginError(f"entry point value {ep.value!r} is not of the form 'package.module:attribute'")
@@ -235,18 +287,11 @@ def _load(ep: metadata.EntryPoint, record: PluginRecord, settings: SurgeSettings
             raise PluginError(
                 f"entry point is named {ep.name!r} but its surge.Plugin is named {obj.name!r}; make them equal"
             )
-    except Exception as exc:  # a broken plugin must not break the run unless asked to
+    except LabError:
+        raise  # the import guard refused a module that is not the pinned distribution's: no run, no listing
+    except Exception as exc:  # a broken plugin must not break the run unless asked to (see discover)
         record.status, record.reason = "failed", f"{type(exc).__name__}: {exc}"
-        if lab is not None and lab.pins(record.distribution):
-            raise PluginError(
-                f"{record.describe()} failed to load: {record.reason} (fatal because the lab profile "
-                f"{lab.source} pins {record.distribution}; fix or reinstall it)"
-            ) from exc
-        if settings.strict_plugins:
-            raise PluginError(
-                f"{record.describe()} failed to load: {record.reason} (fatal because SURGE_STRICT_PLUGINS=1)"
-            ) from exc
-        logger.warning("{} failed to load and is skipped: {}", record.describe(), record.reason)
         return
     record.plugin = obj
+    record.origin = getattr(sys.modules.get(ep.value.split(":")[0].strip()), "__file__", None) or ""
     route_stdlib(record.module)  # the plugin's stdlib `logging` records go through Surge's sink

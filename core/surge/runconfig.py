@@ -256,9 +256,33 @@ def _scalar(raw: str) -> Any:
 
 
 def environment_layer(environ: Mapping[str, str] | None = None) -> Layer:
+    """``SURGE_TRAINER_*`` as a layer; ``SURGE_TRAINER_PLUGINS`` (what ``Trainer(plugins=...)`` takes: a name,
+    a list of names and ``{name: settings}`` mappings, or a mapping) goes into the ``plugins`` section."""
     values, sources = _env_defaults(os.environ if environ is None else environ)
     where: dict[Path, str] = {("trainer", str(k)): f"the environment variable {v}" for k, v in sources.items()}
-    return Layer({"trainer": values} if values else {}, where, f"the environment ({ENV_PREFIX}*)")
+    data: dict[str, Any] = {}
+    if "plugins" in values:
+        del where[("trainer", "plugins")]
+        section = data["plugins"] = _plugins_as_section(values.pop("plugins"))
+        paths = [("plugins",), *(("plugins", str(n)) for n in (section if isinstance(section, dict) else ()))]
+        where.update({path: f"the environment variable {sources['plugins']}" for path in paths})
+    if values:
+        data["trainer"] = values
+    return Layer(data, where, f"the environment ({ENV_PREFIX}*)")
+
+
+def _plugins_as_section(value: Any) -> Any:
+    """``Trainer(plugins=...)``'s forms as a ``plugins`` section; a value of another shape is kept, and
+    reported by the section's check."""
+    if value is None:
+        return {}
+    items = [value] if isinstance(value, (str, dict)) else value if isinstance(value, list) else None
+    if items is None or not all(isinstance(item, (str, dict)) for item in items):
+        return value
+    section: dict[str, Any] = {}
+    for item in items:
+        section.update({item: True} if isinstance(item, str) else item)
+    return section
 
 
 def lab_layer(lab: Any) -> Layer:
@@ -408,9 +432,12 @@ def resolve(
     objects: dict[str, ClassSpec] = {}
     if plugins is not None:
         if catalog is None:
+            from surge._activation import named_providers, parse_requests
             from surge.plugins import discover
 
-            requested = [n for n, v in plugins.items() if v is not False]
+            requested = {n for n, v in plugins.items() if v is not False}
+            if trainer is not None:  # loggers and providers chosen by name are requests too, as for the Trainer
+                requested |= parse_requests(trainer, False).names | named_providers(trainer, settings)
             catalog = discover(settings, requested=requested, lab=lab or None)
         for name, value in list(plugins.items()):
             if isinstance(value, dict) and "class_path" in value and name not in catalog.records:
@@ -507,14 +534,16 @@ def _check_plugins(plugins: Mapping[str, Any], catalog: Any, problems: _Problems
 
 
 def _check_providers(trainer: Mapping[str, Any], catalog: Any, problems: _Problems) -> None:
-    """A provider chosen by name (``trainer.accelerator: cuda``) must be installed; whether its device is
-    present is the Trainer's question."""
+    """A provider chosen by name (``trainer.accelerator: cuda``, ``trainer.profiler: simple``) must be installed,
+    and a logger chosen by name must be an installed logger; whether a device is present is the Trainer's
+    question. The messages are the Trainer's."""
+    from surge._activation import logger_problems, unknown_provider
     from surge.backends import Precision
     from surge.errors import PluginError
 
-    for slot in ("accelerator", "strategy", "precision"):
-        value = trainer.get(slot, "auto")
-        if not isinstance(value, (str, int)) or isinstance(value, bool) or value == "auto":
+    for slot in ("accelerator", "strategy", "precision", "profiler"):
+        value = trainer.get(slot)  # absent: the default, "auto" (None for the profiler)
+        if not isinstance(value, (str, int)) or isinstance(value, bool) or (value == "auto" and slot != "profiler"):
             continue
         try:
             found = catalog.providers(slot)
@@ -524,14 +553,14 @@ def _check_providers(trainer: Mapping[str, Any], catalog: Any, problems: _Proble
         if slot == "precision":
             names |= set(Precision.aliases)
             names |= {alias for cls, _ in found.values() for alias in getattr(cls, "aliases", ())}
+        elif slot != "profiler":
+            names.add("auto")
         if str(value) not in names:
-            close = difflib.get_close_matches(str(value), sorted(names), n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            problems.add(
-                f"trainer.{slot}",
-                f"got {value!r}: no installed plugin provides this {slot}; {hint}valid: "
-                f"{', '.join(sorted(names)) or 'none'}{', auto' if slot != 'precision' else ''}",
-            )
+            problems.add(f"trainer.{slot}", unknown_provider(slot, str(value), names, catalog=catalog))
+    logger = trainer.get("logger")
+    loggers = logger if isinstance(logger, list) else [logger]
+    for path, message in logger_problems([n for n in loggers if isinstance(n, str)], catalog):
+        problems.add(path, message)
 
 
 def _active_plugins(

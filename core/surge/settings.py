@@ -21,7 +21,11 @@ class SurgeSettings(BaseSettings):
     plugins: Annotated[list[str] | None, NoDecode] = None
     """Allow-list: only these entry points are imported."""
     disable_plugins: Annotated[list[str], NoDecode] = []
-    """Block-list: these entry points are never imported."""
+    """Block-list: these entry points are never imported. ``<distribution>:<name>`` blocks only that
+    distribution's entry point of that name (so the other of two claiming one name loads)."""
+    load_plugins: Annotated[list[str], NoDecode] = []
+    """Import these even where ``SURGE_DISABLE_PLUGINS``, ``SURGE_PLUGINS`` or ``SURGE_DISABLE_PLUGIN_AUTOLOAD``
+    would not (a lab profile's rules still apply); ``surge fit -p NAME`` sets it for its run."""
     disable_plugin_autoload: bool = False
     """Import no entry point except those named in ``SURGE_PLUGINS`` or requested by name in the Trainer."""
     strict_plugins: bool = False
@@ -32,7 +36,7 @@ class SurgeSettings(BaseSettings):
     lab: str | None = None
     """The lab profile every run is checked against: a path or an fsspec URL (``surge --lab`` sets it)."""
 
-    @field_validator("plugins", "disable_plugins", mode="before")
+    @field_validator("plugins", "disable_plugins", "load_plugins", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

@@ -1,6 +1,8 @@
-"""Test helpers for Surge and its plugins, registered as a pytest plugin (entry point ``pytest11``).
+"""Test helpers for Surge and its plugins, and a pytest plugin that test suites opt in to.
 
-What a plugin's tests need (docs/plugins.md, "Testing"):
+A suite's top-level ``conftest.py`` opts in with ``pytest_plugins = ["surge.testing"]`` (or a session with
+``pytest -p surge.testing``): surge does not register it for every pytest session, because importing it
+imports torch. What a plugin's tests need (docs/plugins.md, "Testing"):
 
 * :func:`run_tiny_fit` runs a short real fit with the given plugins active and returns a :class:`TinyFit`:
   the Trainer, every event in call order, and each plugin's built object (``fit.plugin("name")``);
@@ -9,7 +11,7 @@ What a plugin's tests need (docs/plugins.md, "Testing"):
 * :class:`PluginEnv` makes a :class:`surge.Plugin` discoverable without installing it (or hides the
   installed ones) until it is restored.
 
-Fixtures:
+In a session that opted in, Surge's log records are on (see :func:`pytest_configure`). Fixtures:
 
 * ``tiny_fit``: :func:`run_tiny_fit` writing into the test's temporary directory;
 * ``plugin_env``: a :class:`PluginEnv`, restored after the test;
@@ -34,6 +36,7 @@ from typing import Any
 
 import pytest
 import torch
+from loguru import logger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -155,6 +158,7 @@ class PluginEnv:
         self._hide = False
         self._previous = _plugins.source
         self._modules: list[str] = []
+        self._failing: list[str] = []
         env = self
 
         class _Source(_plugins._Source):
@@ -181,6 +185,9 @@ class PluginEnv:
         module_name = f"_surge_testing_missing_{name.replace('-', '_')}"
         self._extra.append(_FakeEntryPoint(name, f"{module_name}:plugin", _FakeDist(distribution, "0.0.1")))
         _failing_modules[module_name] = error
+        self._failing.append(module_name)
+        if _FailingFinder not in sys.meta_path:
+            sys.meta_path.append(_FailingFinder)  # type: ignore[arg-type]
 
     def hide_installed(self, keep: Iterable[str] = ("devices",)) -> None:
         """Hide installed plugins except ``keep`` (the device provider by default, so a Trainer still runs)."""
@@ -193,6 +200,10 @@ class PluginEnv:
         _plugins.source = self._previous
         for module_name in self._modules:
             sys.modules.pop(module_name, None)
+        for module_name in self._failing:
+            _failing_modules.pop(module_name, None)
+        if not _failing_modules and _FailingFinder in sys.meta_path:
+            sys.meta_path.remove(_FailingFinder)  # type: ignore[arg-type]
 
     def __enter__(self) -> PluginEnv:
         return self
@@ -205,16 +216,14 @@ _failing_modules: dict[str, str] = {}
 
 
 class _FailingFinder:
-    """Makes the modules registered by ``PluginEnv.add_failing`` raise on import."""
+    """Makes the modules registered by ``PluginEnv.add_failing`` raise on import; on ``sys.meta_path`` only
+    while a ``PluginEnv`` has such a module."""
 
     @classmethod
     def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname in _failing_modules:
             raise RuntimeError(_failing_modules[fullname])
         return None
-
-
-sys.meta_path.append(_FailingFinder)  # type: ignore[arg-type]
 
 
 class TinyModule(surge.Module):
@@ -323,7 +332,11 @@ _RECORDER = "tiny_fit_recorder"
 
 
 def run_tiny_fit(
-    plugins: Iterable[Any] | Mapping[str, Any] = (), *, ckpt_path: str | None = None, **trainer_kwargs: Any
+    plugins: Iterable[Any] | Mapping[str, Any] = (),
+    *,
+    ckpt_path: str | None = None,
+    seed: int = 0,
+    **trainer_kwargs: Any,
 ) -> TinyFit:
     """Fit :class:`TinyModule` on :class:`TinyDataModule` with ``plugins`` active and record every event.
 
@@ -333,6 +346,11 @@ def run_tiny_fit(
     unless ``trainer_kwargs`` say otherwise; ``ckpt_path`` resumes from a checkpoint. The run directory goes
     to ``default_root_dir``, a new temporary directory if not given (the ``tiny_fit`` fixture passes the
     test's ``tmp_path``).
+
+    The fit is reproducible: torch's generator is seeded with ``seed`` before the model is built, so the
+    initial weights, the order of the training batches and any draw a plugin makes from it are the same in
+    every tiny fit with the same arguments (the data set itself is fixed). The caller's generator state is
+    restored afterwards.
     """
     recorder = EventRecorder(_RECORDER, kind="observer")
     trainer_kwargs.setdefault("max_epochs", 1)
@@ -350,7 +368,9 @@ def run_tiny_fit(
             trainer = surge.Trainer(plugins={**plugins, _RECORDER: True}, **trainer_kwargs)
     else:
         trainer = surge.Trainer(plugins=[*plugins, recorder], **trainer_kwargs)
-    trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=ckpt_path)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=ckpt_path)
     return TinyFit(trainer, recorder)
 
 
@@ -391,7 +411,14 @@ def _normalize(distribution: str) -> str:
     return re.sub(r"[-_.]+", "-", distribution).lower()  # PEP 503: surge_my_thing is surge-my-thing
 
 
-# -- pytest fixtures ----------------------------------------------------------------------------------
+# -- pytest plugin: hook and fixtures ----------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Make sure Surge's log records are on (a test suite may have muted them with ``logger.disable``), so
+    that a test can capture Surge's warnings with its own sink (``loguru.logger.add(...)``). Sinks and
+    stdlib loggers are left as they are."""
+    logger.enable("surge")
 
 
 @pytest.fixture

@@ -18,15 +18,15 @@ from loguru import logger
 from surge import _data
 from surge import checkpoint as _checkpoint
 from surge import events as ev
-from surge._activation import activate, parse_requests, resolve_providers
+from surge._activation import activate, named_providers, parse_requests, resolve_providers
 from surge._bus import Bus, Subscriber, Tier
-from surge._logging import configure_logging
 from surge._metrics import MetricStore, to_host
 from surge._module_hooks import ModuleHooks
-from surge._resume import ResumePoint
+from surge._plain import check_hparams, plain_hparams
+from surge._resume import OpenBatch, ResumePoint
 from surge._storage import RunDirectory
 from surge.config import TrainerConfig, build_config
-from surge.errors import ConfigError, SurgeError
+from surge.errors import CheckpointSaveError, ConfigError, SurgeError
 from surge.lab import resolve as resolve_lab
 from surge.module import DataModule, Module, overrides
 from surge.plugins import discover
@@ -108,7 +108,6 @@ class Trainer:
 
     def __init__(self, **options: Any) -> None:
         settings = load_settings()
-        configure_logging(settings.log_level)
         lab = resolve_lab(settings)
         if lab is not None:
             lab.verify()
@@ -122,7 +121,8 @@ class Trainer:
         requests = parse_requests(self.config, self.fast_dev_run)
         if lab is not None:
             lab.apply(requests)
-        self.catalog = discover(settings, requested=requests.names, lab=lab)
+        self.catalog = discover(settings, requested=requests.names | named_providers(self.config, settings), lab=lab)
+        logger.info("{}", self.catalog.summary())  # the start-up line: what was loaded, from where, under which lab
         providers = resolve_providers(self.catalog, self.config)
         self.accelerator = providers.accelerator
         self.strategy = providers.strategy
@@ -158,6 +158,11 @@ class Trainer:
         self._run_dir: RunDirectory | None = None
         self._sigint_count = 0
         self._resume_point: ResumePoint | None = None  # set by restore_checkpoint in fit, consumed by the loops
+        # What a checkpoint written now must record instead of the live state (see surge._resume):
+        self._stop_record: dict[str, Any] | None = None  # a stop cut the epoch short: the state at the stop
+        self._open_batch: OpenBatch | None = None  # a training batch begun and not finished
+        self._validation_rng: dict[str, Any] | None = None  # RNG states before the validation running in fit
+        self._last_fit: tuple[str, Module] | None = None  # how this Trainer's last fit ended, and its model
         self._checkpoint_requests: list[tuple[Callable[[Trainer], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         if self._bus.init_start:
@@ -297,7 +302,7 @@ class Trainer:
         params: dict[str, Any] = dict(self.datamodule.hparams) if self.datamodule is not None else {}
         params.update(self.module.hparams)
         if params:
-            self._bus.log_hyperparams(ev.LogHyperparams(self, params))
+            self._bus.log_hyperparams(ev.LogHyperparams(self, plain_hparams(params)))
 
     def request_checkpoint(self, save: Callable[[Trainer], object], reason: str) -> None:
         """Have ``save(trainer)`` called at the next step boundary of training, where a checkpoint resumes
@@ -428,6 +433,10 @@ class Trainer:
         trusted: bool = False,
     ) -> Any:
         model = self._check_inputs(stage, model, datamodule, loaders)
+        continuation = self._continuation(model) if stage == "fit" and ckpt_path is None else None
+        if stage == "fit":
+            self._stop_record = self._open_batch = None
+        self._validation_rng = None
         self.module, self.datamodule = model, datamodule
         model._surge_trainer = self
         bus = self._bus = Bus(
@@ -450,6 +459,8 @@ class Trainer:
                 if url is not None:
                     self.restore_checkpoint(url, trusted=trusted)
                     self._metrics.flush()  # values the checkpoint held reduced but unwritten: at their step
+                elif continuation is not None:
+                    _checkpoint._restore(self, continuation, "the interrupted fit")
                 if stage != "predict":
                     self._log_hyperparams()
                 from surge import loops
@@ -469,9 +480,39 @@ class Trainer:
                         bus.exception(ev.Exception_(self, exc, stage))  # type: ignore[arg-type]
                 raise
             finally:
+                if stage == "fit":
+                    self._last_fit = (state.status, model)
                 self._teardown(stage, failure)
                 self._drop_checkpoint_requests()
         return result
+
+    def _continuation(self, model: Module) -> dict[str, Any] | None:
+        """A second ``fit`` on this Trainer without ``ckpt_path``: after an interrupted or failed fit of the same
+        model it continues exactly where that one stopped (as from a checkpoint saved then); after a finished
+        fit, or with another model, it is refused, since the Trainer's counters and limits belong to that run."""
+        if self._last_fit is None:
+            return None
+        status, fitted = self._last_fit
+        state = self.state
+        where = f"epoch {state.current_epoch}, global step {state.global_step}"
+        if model is not fitted:
+            raise SurgeError(
+                f"this Trainer already ran fit() on {type(fitted).__name__} (it {status} at {where}); its counters "
+                "belong to that run. Build a new Trainer for another model, or pass the same model to continue"
+            )
+        if status == "finished":
+            why = state.stop_reason or "its max_epochs/max_steps were reached"
+            raise SurgeError(
+                f"this Trainer's fit() already finished at {where} ({why}); a Trainer's limits are fixed when it is "
+                "built, so a second fit() has nothing to do. To train further, save a checkpoint "
+                "(trainer.save_checkpoint(path)), build a Trainer with higher max_epochs/max_steps and call "
+                "fit(model, ckpt_path=path)"
+            )
+        logger.info("fit() continues the {} fit of this Trainer at {}", status, where)
+        try:
+            return _checkpoint._dump(self, weights_only=False, fire=False)
+        except CheckpointSaveError as exc:
+            raise SurgeError(f"fit() cannot continue the {status} fit of this Trainer exactly: {exc}") from exc
 
     def _check_inputs(
         self, stage: str, model: Module | None, datamodule: DataModule | None, loaders: dict[str, Any]
@@ -504,6 +545,8 @@ class Trainer:
             raise ConfigError(
                 [("trainer.accumulate_grad_batches", "must be 1 with manual optimization; accumulate in training_step")]
             )
+        if stage != "predict":  # hyper-parameters a checkpoint or a logger cannot hold: refused before the run dir
+            check_hparams({"hparams": model.hparams, "datamodule.hparams": getattr(datamodule, "hparams", {})})
         return model
 
     def _setup(self, stage: str, loaders: dict[str, Any]) -> None:
@@ -683,9 +726,18 @@ class Trainer:
 
     # -- checkpoints --------------------------------------------------------------------------------
     def plugin_set(self) -> list[dict[str, Any]]:
-        """The active plugins: name, distribution, version and tier."""
+        """The active plugins: name, distribution, version, tier, the file its module was imported from
+        (``origin``; ``None`` for an object passed in) and the lab profile of the run (``lab``; ``None``: none)."""
+        records = self.catalog.records
         return [
-            {"name": s.name, "distribution": s.distribution, "version": s.version, "tier": s.tier.name.lower()}
+            {
+                "name": s.name,
+                "distribution": s.distribution,
+                "version": s.version,
+                "tier": s.tier.name.lower(),
+                "origin": getattr(records.get(s.name.split(".")[0]), "origin", "") or None,
+                "lab": self.catalog.lab,
+            }
             for s in self._plugin_subscribers
         ]
 

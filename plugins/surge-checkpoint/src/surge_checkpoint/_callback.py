@@ -241,6 +241,8 @@ class ModelCheckpoint:
             return
         if trainer.is_global_zero and self.dirpath:
             store.sweep(self.dirpath)  # temp files of a save that a crash cut short
+            if not self._dirpath_given:
+                self._declare_experiment(trainer)
         if self.preemption_signals and self._leads_preemption(trainer):
             # One process: the handler asks the Trainer for a checkpoint at its next step boundary. Several:
             # the ranks agree on the step first (train_batch_end), so that they all save at the same one.
@@ -369,7 +371,25 @@ class ModelCheckpoint:
         """``"last"``: the newest checkpoint that loads, in ``dirpath`` (with the default ``dirpath``: in
         every run directory beside this one) or known from this run; when a newer one is corrupt it says
         so and falls back. ``"best"``: the best by ``monitor`` of this run, or of the run that wrote the
-        newest checkpoint. ``None``: nothing to offer."""
+        newest checkpoint. ``None``: nothing to offer.
+
+        Both are scoped to the experiment: the Module's class and hyper-parameters, and the DataModule's
+        (:func:`surge.checkpoint.experiment_identity`), so runs of different experiments can share a
+        ``default_root_dir``:
+
+        * Default ``dirpath``: each run writes its experiment to ``experiment.json`` in its checkpoint
+          directory at the start of ``fit``; run directories of other experiments are passed over with a
+          WARNING naming their newer checkpoints, how they differ and the path that resumes one anyway.
+          With nothing of this experiment, ``"last"`` in ``fit`` starts from scratch (with that warning).
+          A directory without ``experiment.json`` (a run of an older version) is judged by the
+          ``"experiment"`` entry of its checkpoint (read memory-mapped when local); a checkpoint without one
+          cannot be checked and is used as before, with a warning.
+        * A ``dirpath`` of the user's: its newest valid checkpoint is judged by its ``"experiment"`` entry;
+          when it is clearly another experiment's (a Module class that neither subclasses the run's nor is a
+          base of it, or a hyper-parameter both set, to different values), this is a ``SurgeError`` naming
+          both (give each experiment its own ``dirpath``, or pass the path to resume). A variant (a subclass,
+          hyper-parameters added or dropped) is used; restoring it warns with the difference.
+        * Without a Module (before any run) nothing is filtered."""
         trainer = self._trainer() if self._trainer else None
         if trainer is not None and self._stands_aside(trainer):
             return None
@@ -394,8 +414,21 @@ class ModelCheckpoint:
                 candidates[known] = found
         # Newest first; at equal times (object stores count seconds) an uncommitted file counts as the newer.
         order = sorted(candidates, key=lambda u: (candidates[u][0], not candidates[u][1], u), reverse=True)
+        mine = _experiment(trainer)
+        declared: dict[str, Mapping[str, Any] | None] = {}  # run checkpoint directory -> its experiment
+        several: set[str] = set()  # run checkpoint directories of several experiments: judged file by file
+        foreign: dict[str, list[str]] = {}  # newer checkpoints of other experiments, passed over -> how they differ
         skipped: list[str] = []
         for url in order:
+            theirs: Mapping[str, Any] | None = None
+            if mine is not None and not self._dirpath_given:  # a run directory says whose its checkpoints are
+                directory = _files.parent(url)
+                if directory not in declared:
+                    declared[directory] = _declared_experiment(directory, several)
+                theirs = declared[directory]
+                if theirs is not None and (diff := store.experiment_diff(theirs, mine)):
+                    foreign[url] = diff
+                    continue
             if not candidates[url][1]:
                 skipped.append(f"{url}: no commit marker {url}{store.MARKER_SUFFIX}, its save did not finish")
                 continue
@@ -404,6 +437,25 @@ class ModelCheckpoint:
             except surge.SurgeError as exc:
                 skipped.append(f"{url}: {exc}")
                 continue
+            if mine is not None and theirs is None:  # the checkpoint itself says (one memory-mapped read)
+                entry = _files.peek(url, "experiment")
+                if not self._dirpath_given and _files.parent(url) not in several and isinstance(entry, Mapping):
+                    declared[_files.parent(url)] = entry  # a run directory of an older version: one experiment
+                if isinstance(entry, Mapping) and (diff := store.experiment_diff(entry, mine)):
+                    if not self._dirpath_given:
+                        foreign[url] = diff
+                        continue
+                    if store.experiment_diff(entry, mine, conflicts=True):
+                        raise surge.SurgeError(self._refusal(url, entry, mine, diff))
+                    # A variant of this experiment (subclass, hyper-parameters added or dropped) in the user's
+                    # own directory: used; restoring it warns with the difference.
+                if not isinstance(entry, Mapping):
+                    logger.warning(
+                        "ckpt_path='last': {} records no experiment (written by an older version), so whether it "
+                        "is this experiment's ({}) cannot be checked; using it",
+                        url,
+                        _describe(mine),
+                    )
             if skipped:
                 logger.warning(
                     "ckpt_path='last': the newest checkpoint cannot be used, so the run resumes from {}, the newest "
@@ -411,8 +463,13 @@ class ModelCheckpoint:
                     url,
                     "\n".join(f"  {line}" for line in skipped),
                 )
+            if foreign and mine is not None:
+                _warn_foreign(foreign, mine, url)
             return url
-        if skipped and all(not committed for _, committed in candidates.values()):
+        if foreign and mine is not None:
+            _warn_foreign(foreign, mine, None)
+        own = [committed for url, (_, committed) in candidates.items() if url not in foreign]
+        if skipped and not any(own):
             # Only saves that never finished (the first one was cut short): there is nothing to resume from.
             logger.warning("ckpt_path='last': no committed checkpoint, only unfinished saves:\n{}", "\n".join(skipped))
             return None
@@ -422,6 +479,33 @@ class ModelCheckpoint:
                 + "\n".join(f"  {line}" for line in skipped)
             )
         return None
+
+    def _refusal(self, url: str, theirs: Mapping[str, Any], mine: Mapping[str, Any], diff: list[str]) -> str:
+        return (
+            f"ckpt_path='last': the newest checkpoint in ModelCheckpoint(dirpath={self.dirpath!r}), {url}, belongs "
+            f"to another experiment:\n  checkpoint: {_describe(theirs)}\n  this run:   {_describe(mine)}\n"
+            + "".join(f"  ~ {line}\n" for line in diff)
+            + "Several experiments share this dirpath. Give each its own ModelCheckpoint(dirpath=...) (or leave it "
+            f"unset: each run then has its own directory), or pass the checkpoint to resume explicitly: "
+            f"ckpt_path={url!r} resumes that one anyway"
+        )
+
+    def _declare_experiment(self, trainer: surge.Trainer) -> None:
+        """Write this run's experiment beside its checkpoints (default dirpath, rank zero, start of fit):
+        ``"last"`` of a later run tells from it whether they are its experiment's without reading them. A
+        Trainer that fits another experiment into the same run directory marks it as holding several."""
+        mine = _experiment(trainer)
+        if mine is None or not self.dirpath:
+            return
+        url = _files.join(self.dirpath, _files.EXPERIMENT)
+        try:
+            before = _files.read_json(url)
+            if before is not None and before != mine:
+                mine = {"several": True}  # checkpoints of this directory are judged one by one
+            if before != mine:
+                _files.write_json(url, mine)
+        except Exception as exc:  # the run's checkpoints are still judged by their own "experiment" entry
+            logger.warning("could not write {}: {}: {}", url, type(exc).__name__, exc)
 
     def _search_dirs(self, trainer: surge.Trainer | None) -> list[str]:
         if self._dirpath_given:
@@ -687,6 +771,58 @@ class ModelCheckpoint:
 
 _RUNS: weakref.WeakKeyDictionary[surge.Trainer, list[ModelCheckpoint]] = weakref.WeakKeyDictionary()
 """Every ModelCheckpoint of a Trainer, in bus order (the default one stands aside for instances)."""
+
+
+def _experiment(trainer: surge.Trainer | None) -> dict[str, Any] | None:
+    """The run's experiment identity; ``None`` before a Module is given (nothing to compare with)."""
+    module = getattr(trainer, "module", None)
+    if module is None:
+        return None
+    return store.experiment_identity(module, getattr(trainer, "datamodule", None))
+
+
+def _declared_experiment(directory: str, several: set[str]) -> Mapping[str, Any] | None:
+    """A run checkpoint directory's ``experiment.json``; ``None`` when it has none, or when it says that
+    the directory holds several experiments (or is unreadable), which adds the directory to ``several``."""
+    declared = _files.read_json(_files.join(directory, _files.EXPERIMENT))
+    if isinstance(declared, Mapping) and "module" in declared:
+        return declared
+    if declared is not None or _files.exists_file(_files.join(directory, _files.EXPERIMENT)):
+        several.add(directory)
+    return None
+
+
+def _describe(identity: Mapping[str, Any]) -> str:
+    """``pkg.Net(lr=0.1, ...)`` (with ``pkg.Data(...)``)."""
+
+    def call(name: str, kind: str) -> str:
+        hparams = identity.get(f"{kind}hparams") or {}
+        return f"{identity.get(name)}({', '.join(f'{k}={v}' for k, v in dict(hparams).items())})"
+
+    text = call("module", "")
+    return f"{text} with {call('datamodule', 'datamodule_')}" if identity.get("datamodule") else text
+
+
+def _warn_foreign(foreign: Mapping[str, list[str]], mine: Mapping[str, Any], found: str | None) -> None:
+    """A WARNING naming the newer checkpoints of other experiments that ``"last"`` passed over (the newest
+    of each directory), why, and how to resume one anyway."""
+    shown: dict[str, str] = {}
+    for url in foreign:  # newest first
+        shown.setdefault(_files.parent(url), url)
+    lines = [
+        f"  {url}: {'; '.join(foreign[url])}; resume it with ckpt_path={url!r}" for url in list(shown.values())[:5]
+    ]
+    if len(shown) > 5:
+        lines.append(f"  ... and {len(shown) - 5} more directories")
+    logger.warning(
+        "ckpt_path='last': passed over {} {}checkpoint(s) of other experiments (the checkpoint's -> this "
+        "run's):\n{}\n{} ({})",
+        len(foreign),
+        "newer " if found else "",
+        "\n".join(lines),
+        f"resuming from {found}, the newest of this experiment" if found else "nothing of this experiment to resume",
+        _describe(mine),
+    )
 
 
 def _candidates(trainer: surge.Trainer) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -17,6 +18,8 @@ from surge import checkpoint as store
 EXTENSION = ".ckpt"
 LAST = "last"
 DEFAULT_FILENAME = "{epoch}-{step}"
+EXPERIMENT = "experiment.json"
+"""Beside a run's checkpoints (default directory): the experiment they belong to (surge.checkpoint.experiment_identity)."""
 
 _GROUP = re.compile(r"(\{.*?)[:\}]")  # "{name" of every "{name}" / "{name:fmt}" field, as in Lightning
 
@@ -160,3 +163,41 @@ def age(url: str) -> tuple[float, bool] | None:
         except FileNotFoundError:
             continue
     return None
+
+
+def write_json(url: str, value: Any) -> None:
+    """Write ``value`` as JSON to ``url``, creating its directory."""
+    fs, path = _fs(url)
+    fs.makedirs(parent(path) or ".", exist_ok=True)
+    with fs.open(path, "w") as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True))
+
+
+def exists_file(url: str) -> bool:
+    """Whether there is a file (any file) at ``url``."""
+    fs, path = _fs(url)
+    return bool(fs.exists(path))
+
+
+def read_json(url: str) -> Any:
+    """The JSON value at ``url``; ``None`` when there is no such file or it cannot be read as JSON."""
+    fs, path = _fs(url)
+    try:
+        with fs.open(path, "r") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def peek(url: str, key: str) -> Any:
+    """One entry of the (verified) checkpoint at ``url``, read cheaply: a local file is memory-mapped, so its
+    tensors are not read; elsewhere the whole file is loaded. ``None`` when it has no such entry or cannot be
+    read with ``weights_only``."""
+    try:
+        if is_local(url):
+            checkpoint = torch.load(_fs(url)[1], map_location="cpu", weights_only=True, mmap=True)
+        else:
+            checkpoint = store.load(url)
+    except Exception:
+        return None
+    return checkpoint.get(key) if isinstance(checkpoint, dict) else None

@@ -11,6 +11,8 @@ Written against Surge's public API only, exactly as a third-party plugin would b
 from __future__ import annotations
 
 import math
+import numbers
+import sys
 from typing import Any
 
 import fsspec
@@ -125,15 +127,26 @@ def _join(base: str, name: str) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """What YAML can hold without tags: containers, numbers, strings; anything else as its ``repr``."""
+    """What YAML can hold without tags: containers, numbers, strings; anything else as its ``repr``.
+
+    Scalars become the builtin types: ``yaml.safe_dump`` refuses subclasses (``numpy.float64`` is a ``float``)
+    and numpy's other scalars."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if value is None or isinstance(value, (bool, int, float, str)):
+    numpy = sys.modules.get("numpy")  # numpy scalars exist only once numpy is imported
+    if numpy is not None and isinstance(value, numpy.generic):
+        value = value.item()
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else str(number)
     return repr(value)
 
 

@@ -1,0 +1,100 @@
+"""``surge.testing`` as a pytest plugin: opt-in (``pytest_plugins = ["surge.testing"]`` or ``-p surge.testing``),
+so that an unrelated test suite in an environment where surge is installed imports neither surge nor torch;
+and its tiny fit, which trains the same weights every time.
+
+The pytest sessions are real ones, in child processes of this venv's interpreter (where surge is installed),
+in a temporary directory outside this repository (so that its conftest files do not apply).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
+import pytest
+import torch
+from surge.testing import PluginEnv, run_tiny_fit
+
+UNRELATED_TEST = """
+import json, sys
+
+def test_an_unrelated_suite():
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("surge", "torch"))
+    finders = [repr(f) for f in sys.meta_path if getattr(f, "__module__", "").startswith("surge")]
+    with open("host.json", "w") as out:
+        json.dump({"loaded": loaded, "finders": finders}, out)
+"""
+
+KIT_TEST = """
+import surge
+from loguru import logger
+
+def test_the_kit(tiny_fit, plugin_env, make_trainer):
+    assert tiny_fit().trainer.global_step == 2
+
+def test_surge_records_reach_a_test_sink():
+    seen = []
+    sink = logger.add(lambda message: seen.append(message.record["message"]), level="DEBUG")
+    try:
+        surge.seed_everything(0)
+    finally:
+        logger.remove(sink)
+    assert "seed set to 0" in seen
+"""
+
+
+def _pytest(directory: Path, *args: str) -> str:
+    rc, out, err = dists.start(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], dists.child_env(), directory
+    ).wait()
+    assert rc == 0, f"pytest {' '.join(args)} in {directory} failed (rc={rc})\n{out}\n{err}"
+    return out
+
+
+def test_an_unrelated_pytest_session_imports_neither_surge_nor_torch(tmp_path: Path) -> None:
+    (tmp_path / "test_unrelated.py").write_text(UNRELATED_TEST)
+    _pytest(tmp_path)
+    host = json.loads((tmp_path / "host.json").read_text())
+    assert host == {"loaded": [], "finders": []}
+
+
+@pytest.mark.parametrize("opt_in", ["conftest", "-p"])
+def test_a_session_that_opts_in_gets_the_fixtures(tmp_path: Path, opt_in: str) -> None:
+    (tmp_path / "test_kit.py").write_text(KIT_TEST)
+    if opt_in == "conftest":
+        (tmp_path / "conftest.py").write_text('pytest_plugins = ["surge.testing"]\n')
+    out = _pytest(tmp_path, *(["-p", "surge.testing"] if opt_in == "-p" else []))
+    assert "2 passed" in out
+
+
+def test_the_failing_import_finder_is_installed_only_while_a_plugin_env_needs_it() -> None:
+    def kit_finders() -> list[object]:
+        return [f for f in sys.meta_path if getattr(f, "__module__", "") == "surge.testing"]
+
+    assert kit_finders() == []  # importing surge.testing adds nothing to sys.meta_path
+    with PluginEnv() as env:
+        env.add_failing("kit-broken", error="kit-broken is broken on purpose")
+        assert len(kit_finders()) == 1
+        with pytest.raises(RuntimeError, match="kit-broken is broken on purpose"):
+            __import__("_surge_testing_missing_kit_broken")
+    assert kit_finders() == []
+    with pytest.raises(ModuleNotFoundError):
+        __import__("_surge_testing_missing_kit_broken")
+
+
+def test_two_tiny_fits_train_the_same_weights(tmp_path: Path) -> None:
+    host_rng = torch.random.get_rng_state()
+    first, second, other = (
+        run_tiny_fit(default_root_dir=str(tmp_path / name), seed=seed)
+        for name, seed in (("first", 0), ("second", 0), ("other", 1))
+    )
+    assert torch.equal(torch.random.get_rng_state(), host_rng)  # the test's own generator is left as it was
+
+    def weights(fit: object) -> dict[str, torch.Tensor]:
+        return fit.trainer.lightning_module.state_dict()  # type: ignore[attr-defined,no-any-return]
+
+    a, b, c = weights(first), weights(second), weights(other)
+    assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # another seed, other weights
