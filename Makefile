@@ -1,35 +1,45 @@
 # The two set-up commands of the README: `make demo` (train the embedded example) and `make test`.
-# Both create or reuse .venv, install torch, the core and every first-party plugin (editable), then run.
+# Both create or reuse .venv. The demo installs what it needs: torch, the core and the default plugins
+# (editable), with scikit-learn for the example's data and matplotlib for `surge plot`. `make test` adds the
+# rest: every first-party plugin, the test tooling, and Lightning (the `bench` extra) for the side-by-side
+# comparisons of tests/test_porting.py and tests/test_lightning_*.py.
 #
 # TORCH_SPEC picks the torch build. The default pins the CPU wheel release this project is tested with;
-# on a GPU machine, pass the CUDA build you want, e.g. `make test TORCH_SPEC="torch==2.13.0"` from an
-# index that serves it. The project itself only requires torch>=2.10.
+# on a GPU machine, pass the build you want, and TORCH_INDEX_URL for the index that serves it (it becomes
+# pip's --index-url for the torch install only), e.g. `make test TORCH_INDEX_URL=<your index>/cu126`.
+# Every later install keeps that torch: nothing else asks for more than torch>=2.10 (Lightning: >=2.1).
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
 BIN := $(VENV)/bin
+DEMO_STAMP := $(VENV)/.surge-demo-installed
 STAMP := $(VENV)/.surge-installed
+DEMO_PLUGIN_DIRS := plugins/surge-devices plugins/surge-checkpoint plugins/surge-csv plugins/surge-progress
 PLUGIN_DIRS := $(sort $(wildcard plugins/surge-*))
 PYTEST_ARGS ?=
 
 .PHONY: demo test bench lint clean test-tpu
 
-$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml) Makefile
+$(DEMO_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DEMO_PLUGIN_DIRS)) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "setuptools>=68" wheel
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[test,examples]" $(addprefix -e ,$(PLUGIN_DIRS))
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)") "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[standard,examples]" $(addprefix -e ,$(DEMO_PLUGIN_DIRS))
 	touch $@
 
-demo: $(STAMP)
+$(STAMP): $(DEMO_STAMP) $(wildcard plugins/*/pyproject.toml)
+	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[standard,examples,test,bench]" $(addprefix -e ,$(PLUGIN_DIRS))
+	touch $@
+
+demo: $(DEMO_STAMP)
 	$(BIN)/surge fit
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[bench]"   # Lightning, for its comparison rows
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)   # e.g. BENCH_ARGS="--no-instructions --markdown bench.md"
 
 lint: $(STAMP)

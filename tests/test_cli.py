@@ -31,7 +31,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     listing = dists.child_env([site["main"]], SURGE_DISABLE_PLUGINS="tp-beta")
     plain = dists.child_env()
     started = {
-        "table": dists.start([*_surge(), "plugins"], listing, tmp),
+        "table": dists.start([*_surge(), "plugins", "-v"], listing, tmp),
+        "narrow": dists.start([*_surge(), "plugins"], {**listing, "COLUMNS": "120"}, tmp),
         "json": dists.start([*_surge(), "plugins", "--json"], listing, tmp),
         "fit": dists.start([*_surge(), "fit", "--max-epochs", "1", "--root", str(tmp / "root")], plain, tmp),
         "none": dists.start(_surge(), plain, tmp),
@@ -65,7 +66,7 @@ def test_plugins_json_follows_the_documented_schema(runs: dict) -> None:
         "active",  # a bare run chooses it (accelerator="auto")
         [],
     )
-    assert devices["provides"] == {"accelerator": ["cpu", "cuda", "mps"], "strategy": ["single_device"]}
+    assert devices["provides"] == {"accelerator": ["cpu", "cuda", "gpu", "mps"], "strategy": ["single_device"]}
 
 
 def test_plugins_json_shows_status_and_reason(runs: dict) -> None:
@@ -92,16 +93,29 @@ def test_plugins_table(runs: dict) -> None:
     assert "fit_start, teardown" in by_name["tp-alpha"]
     assert "blocked (blocked by SURGE_DISABLE_PLUGINS)" in by_name["tp-beta"]
     assert f"failed (RuntimeError: {dists.BROKEN_MESSAGE})" in by_name["tp-broken"]
-    assert "accelerator: cpu, cuda, mps; strategy: single_device" in by_name["devices"]
+    assert "accelerator: cpu, cuda, gpu, mps; strategy: single_device" in by_name["devices"]
     loaded_from = dict(line.split() for line in out.split("\n\nloaded from:\n")[1].splitlines())
     assert loaded_from["tp-alpha"].endswith("/site/main/tp_alpha.py")  # where each plugin was imported from
     assert "tp-beta" not in loaded_from and "tp-broken" not in loaded_from  # blocked, failed: not imported
 
 
+def test_plugins_table_rows_fit_the_terminal_and_say_where_the_rest_is(runs: dict) -> None:
+    rc, out, err = runs["narrow"].wait()
+    assert rc == 0, err
+    table = out.split("\n\nloaded from:\n")[0].splitlines()
+    assert max(map(len, table)) <= 120, [line for line in table if len(line) > 120]
+    rows = {line.split()[0]: line for line in table[2:]}
+    assert rows["tp-broken"].split()[4:6] == ["failed", "(RuntimeError:..."]  # the reason, cut
+    assert " ... +" in rows["progress"]  # its hooks, cut: the count of those not shown
+    assert "`surge plugins -v` or `--json` shows them whole" in table[-1]
+    _, whole, _ = runs["table"].wait()  # -v: every hook
+    assert max(map(len, whole.split("\n\nloaded from:\n")[0].splitlines())) > 120
+
+
 def test_fit_trains_the_digits_example_and_reports_its_run_directory(runs: dict) -> None:
     rc, out, err = runs["fit"].wait()
     assert rc == 0, f"{out}\n{err}"
-    assert any(line.startswith("epoch 1/1") and "val_acc=" in line for line in out.splitlines()), out
+    assert any(line.startswith("epoch 0/0") and "val_acc=" in line for line in out.splitlines()), out
     accuracy = next(line for line in out.splitlines() if line.startswith("final validation accuracy:"))
     assert 0.0 <= float(accuracy.split(":")[1]) <= 1.0
     run_line = next(line for line in out.splitlines() if line.startswith("run directory:"))
@@ -111,6 +125,18 @@ def test_fit_trains_the_digits_example_and_reports_its_run_directory(runs: dict)
     plugin_set = json.loads((run_dir / "plugins.json").read_text())
     assert {"name", "distribution", "version", "tier"} <= set(plugin_set[0])
     assert {entry["distribution"] for entry in plugin_set} >= {"surge-devices"}
+
+
+def test_python_dash_m_surge_is_the_command(tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "surge", "plugins", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["schema_version"] == 1
+    bare = subprocess.run([sys.executable, "-m", "surge"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and bare.stdout.startswith("usage: surge ")
 
 
 def test_no_command_prints_help_and_exits_2(runs: dict) -> None:

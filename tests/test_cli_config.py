@@ -349,8 +349,9 @@ def test_example_configs_validate(name: str, monkeypatch: pytest.MonkeyPatch) ->
 def test_digits_yaml_runs_one_short_epoch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", f"--trainer.default_root_dir={tmp_path}"]
     assert main(["fit", "--config", str(EXAMPLES / "digits.yaml"), *args]) == 0
-    out = capsys.readouterr().out
-    assert "epoch 1/1" in out and "final validation accuracy:" in out
+    out, err = capsys.readouterr()
+    assert "epoch 0/0" in out and "final validation accuracy:" in out
+    assert "\nepoch 0  2/2" in err  # the progress bar beside it counts from 0 too, as Lightning's bars do
     run_dir = tmp_path / "surge_runs" / "version_0"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["plugins"]["checkpoint"]["monitor"] == "val_acc"
 
@@ -362,6 +363,42 @@ def test_tune_runs_the_tuner_and_prints_what_it_found(tmp_path: Path, capsys: py
     assert main(["tune", "-c", path, "--trainer.auto_lr_find=true"]) == 0
     found = capsys.readouterr().out.split("learning rate: ")[1].split()[0]
     assert float(found) > 0
+
+
+def test_tune_suggests_no_batch_size_above_the_training_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path / "run.yaml", TINY)
+    assert main(["tune", "-c", path, "--trainer.auto_scale_batch_size=true", "--data.n_train=50"]) == 0
+    found = capsys.readouterr().out.split("batch size: ")[1].split()[0]
+    assert int(found) == 50  # 64 is the first power of two to hold all 50 samples: no larger batch than 50
+
+
+def test_predict_on_the_digits_example_saves_the_predicted_digits(tmp_path: Path) -> None:
+    import torch
+
+    args = ["predict", "-c", str(EXAMPLES / "digits.yaml"), f"--trainer.default_root_dir={tmp_path}"]
+    assert main([*args, "--trainer.enable_progress_bar=false"]) == 0
+    predictions = torch.load(tmp_path / "surge_runs" / "version_0" / "predictions.pt")
+    digits = torch.cat(predictions)
+    assert digits.shape == (359,) and digits.dtype == torch.long  # the 20% held out of 1,797 images
+    assert 0 <= int(digits.min()) <= int(digits.max()) <= 9
+
+
+@pytest.mark.slow
+def test_the_ddp_example_prints_its_banner_and_report_once(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    short = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1"]
+    args = ["fit", "-c", str(EXAMPLES / "digits-ddp.yaml"), *short, f"--trainer.default_root_dir={tmp_path}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SURGE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "surge.cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    banners = [line for line in lines if line.startswith("surge fit:")]
+    assert len(banners) == 1 and "DigitsClassifier" in banners[0], lines  # rank 0's, not one per process
+    assert sum(line.startswith("run directory:") for line in lines) == 1
 
 
 def test_each_problem_names_the_layer_it_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

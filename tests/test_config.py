@@ -209,7 +209,7 @@ def test_unknown_accelerator_lists_the_valid_names(tmp_path):
         surge.Trainer(accelerator="tpu9", default_root_dir=str(tmp_path / "r"))
     message = str(info.value)
     assert "trainer.accelerator" in message and "'tpu9'" in message
-    assert "Valid names: cpu, cuda, mps" in message
+    assert "Valid names: cpu, cuda, gpu, mps" in message
     assert "pip install" not in message  # surge-devices is installed: installing it again would not help
     assert isinstance(info.value, surge.PluginError) and isinstance(info.value, ValueError)
     assert not (tmp_path / "r").exists()

@@ -12,6 +12,7 @@ from pathlib import Path
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 from loguru import logger
 from surge import configure_logging
+from surge._logging import route_stdlib
 
 # A model for `surge fit` that asks for a stop (an INFO record) and warns through the stdlib loggers of torch
 # and of a default plugin (surge-csv's package).
@@ -59,18 +60,32 @@ def test_log_level_from_environment(tmp_path):
     assert "stop requested: checking the log level" in err
 
 
+def test_log_level_info_shows_surges_lines_and_not_torchs_own(tmp_path):
+    err = _run(tmp_path, "INFO")
+    assert "INFO     seed set to 0" in err.splitlines()  # `surge fit` seeds as the config says
+    assert "INFO     stop requested: checking the log level" in err.splitlines()
+    # torch's INFO lines, in its own format ("I1201 16:25:43.661000 14429 torch/_inductor/...] ..."), stay off
+    torch_lines = [line for line in err.splitlines() if "torch/_" in line and line[:1] in "IDW"]
+    assert not torch_lines, torch_lines
+
+
 def test_stdlib_records_are_routed_into_loguru():
+    route_stdlib("surge_test_plugin")  # as discovery does for each loaded plugin's package
     configure_logging("DEBUG")
     seen = []
     sink = logger.add(lambda message: seen.append(message.record), level=0)
     try:
-        logging.getLogger("torch.some.module").info("hello from stdlib")
+        logging.getLogger("surge_test_plugin.some.module").info("hello from stdlib")
+        logging.getLogger("torch.some.module").info("torch's own INFO: TORCH_LOGS turns it on")
+        logging.getLogger("torch.some.module").warning("a warning from torch")
     finally:
         logger.remove(sink)
         configure_logging("WARNING")
-    routed = [r for r in seen if r["message"] == "hello from stdlib"]
-    assert routed and routed[0]["extra"]["stdlib"] == "torch.some.module"
-    assert routed[0]["level"].name == "INFO"
+    routed = {r["message"]: r for r in seen}
+    assert routed["hello from stdlib"]["extra"]["stdlib"] == "surge_test_plugin.some.module"
+    assert routed["hello from stdlib"]["level"].name == "INFO"
+    assert routed["a warning from torch"]["level"].name == "WARNING"
+    assert "torch's own INFO: TORCH_LOGS turns it on" not in routed
 
 
 def test_plugin_trace_is_shown_at_the_default_log_level(tmp_path):

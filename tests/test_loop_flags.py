@@ -434,8 +434,7 @@ def test_seed_everything_gives_the_same_training_run(make_trainer):
 def test_default_root_dir_holds_versioned_run_directories(tmp_path):
     root = tmp_path / "runs"
     first = surge.Trainer(default_root_dir=root, max_epochs=1, limit_train_batches=1, limit_val_batches=1)
-    assert first.run_dir is None  # nothing on disk before a run
-    assert not root.exists()
+    assert not root.exists()  # nothing on disk before a run (reading first.run_dir would make the directory)
     first.fit(TinyModule(), datamodule=TinyDataModule())
     second = surge.Trainer(default_root_dir=str(root), max_epochs=1, limit_train_batches=1, limit_val_batches=1)
     second.fit(TinyModule(), datamodule=TinyDataModule())

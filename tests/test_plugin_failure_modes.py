@@ -113,7 +113,7 @@ def test_an_undeclared_provider_gets_a_short_accurate_error(no_autoload: dict) -
     message = error["message"]
     assert "ProviderError" in error["types"]
     assert message.startswith("trainer.accelerator: no accelerator named 'tp-slow'.")
-    assert "Valid names: cpu, cuda, mps, tp-fast, tpu, xla." in message  # declared names, without importing
+    assert "Valid names: cpu, cuda, gpu, mps, tp-fast, tpu, xla." in message  # declared names, without importing
     assert "SURGE_DISABLE_PLUGIN_AUTOLOAD=1" in message and "plugins=['<name>']" in message
     assert "pip install" not in message and len(message) < 600
     assert no_autoload["imported_after_undeclared"] == ["tp-declared"]  # finding out imported nothing

@@ -57,7 +57,7 @@ def test_a_name_clash_leaves_trainers_and_diagnostics_working(plugin_env, capsys
     assert twin["status"] == "failed" and twin["kind"] is None
     assert "two distributions claim the plugin name 'twin': surge-twin-a 1.0" in twin["reason"]
     assert "SURGE_DISABLE_PLUGINS=surge-twin-a:twin or SURGE_DISABLE_PLUGINS=surge-twin-b:twin" in twin["reason"]
-    assert main(["plugins"]) == 0 and "failed (two distributions claim" in capsys.readouterr().out
+    assert main(["plugins", "-v"]) == 0 and "failed (two distributions claim" in capsys.readouterr().out
     assert main(["plugins", "order"]) == 0 and "fit_start" in capsys.readouterr().out
     # the block-list resolves it, by distribution (the other one loads) or by name (neither)
     assert main(["plugins", "--json", "-p", "no:surge-twin-b:twin"]) == 0

@@ -5,6 +5,12 @@ their import lines, and nothing else, are rewritten (the mapping of docs/porting
 read as text). :func:`port` rewrites each import of ``lightning``/``pytorch_lightning`` by the tables below and
 refuses any it has no entry for; the tests check that nothing but import statements changed, execute the result,
 and train, validate, test and predict with it.
+
+The porting suite (the programs besides the first three) then runs each program a second time, as written, under
+Lightning in the same process (when ``lightning`` imports; the `bench` extra, which `make test` installs), and
+compares: the same ``global_step`` and epoch, the same ``callback_metrics`` names and values, bit-identical weights
+(the sanity check draws no random numbers in either), and where the two legitimately differ, the documented
+difference. docs/porting.md reports the result.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import ast
 import difflib
 import math
 import os
+import re
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -37,8 +45,34 @@ NAMES = {
         "LightningDataModule": COMPAT,
         "Trainer": COMPAT,
         "seed_everything": COMPAT,
+        "Callback": COMPAT,
+        "cli_lightning_logo": COMPAT,
     },
+    "lightning.pytorch.cli": {"LightningCLI": COMPAT},
+    "lightning.pytorch.tuner": {"Tuner": COMPAT},
+    "lightning.pytorch.tuner.tuning": {"Tuner": COMPAT},
+    "lightning.pytorch.loggers": {"TensorBoardLogger": COMPAT, "CSVLogger": COMPAT},
+    "lightning.pytorch.profilers": {
+        "SimpleProfiler": COMPAT,
+        "AdvancedProfiler": COMPAT,
+        "PyTorchProfiler": COMPAT,
+        "PassThroughProfiler": COMPAT,
+    },
+    "lightning.pytorch.utilities": {
+        "rank_zero_only": COMPAT,
+        "rank_zero_info": COMPAT,
+        "rank_zero_warn": COMPAT,
+        "grad_norm": COMPAT,
+    },
+    "lightning.pytorch.utilities.rank_zero": {
+        "rank_zero_only": COMPAT,
+        "rank_zero_info": COMPAT,
+        "rank_zero_warn": COMPAT,
+        "rank_zero_debug": COMPAT,
+    },
+    "lightning.pytorch.callbacks.early_stopping": {"EarlyStopping": "surge_callbacks", "EarlyStoppingReason": COMPAT},
     "lightning.pytorch.callbacks": {
+        "Callback": COMPAT,
         "EarlyStopping": "surge_callbacks",
         "Timer": "surge_callbacks",
         "GradientAccumulationScheduler": "surge_callbacks",
@@ -81,11 +115,13 @@ def _rewrite(node: ast.Import | ast.ImportFrom) -> list[str]:
         return statements
     module = _canonical(node.module or "")
     table = NAMES.get(module, {})
+    by_target: dict[str, list[str]] = {}  # one statement per target module: line numbers stay as they were
     for alias in node.names:
         if alias.name not in table:
             raise UnmappedImport(f"no Surge mapping for `from {node.module} import {alias.name}` (line {node.lineno})")
         renamed = f" as {alias.asname}" if alias.asname else ""
-        statements.append(f"from {table[alias.name]} import {alias.name}{renamed}")
+        by_target.setdefault(table[alias.name], []).append(f"{alias.name}{renamed}")
+    statements += [f"from {target} import {', '.join(names)}" for target, names in by_target.items()]
     return statements
 
 
@@ -151,7 +187,7 @@ def _checkpoints(directory: str) -> list[str]:
     return sorted(str(p) for p in Path(directory).glob("*.ckpt"))
 
 
-@pytest.mark.parametrize("name", ["autoencoder", "classifier", "callbacks"])
+@pytest.mark.parametrize("name", sorted(p.stem for p in PORTING.glob("*.py")))
 def test_porting_rewrites_import_statements_only(name: str) -> None:
     source = (PORTING / f"{name}.py").read_text()
     ported = port(source)
@@ -173,9 +209,9 @@ def test_porting_rewrites_import_statements_only(name: str) -> None:
     "line",
     [
         "from lightning.pytorch.strategies import DDPStrategy",
-        "from pytorch_lightning.loggers import TensorBoardLogger",
+        "from pytorch_lightning.loggers import WandbLogger",
         "import lightning.pytorch",
-        "from lightning.pytorch.callbacks import Callback",
+        "from lightning.pytorch.callbacks import BasePredictionWriter",
     ],
 )
 def test_an_import_without_a_mapping_is_refused_by_name(line: str) -> None:
@@ -287,7 +323,16 @@ def test_the_guides_callback_as_plugin_and_weight_loading_run(tmp_path: Path, mo
     monkeypatch.chdir(tmp_path)
     printed: list[tuple[Any, ...]] = []
     namespace: dict[str, Any] = {"surge": surge, "print": lambda *args: printed.append(args)}
-    exec(_guide_block("# Surge"), namespace)
+    lightning_style: dict[str, Any] = {"print": namespace["print"]}
+    exec(_guide_block("import surge.compat as L"), lightning_style)  # the guide's Lightning callback, as written
+    assert "PrintLoss" in [type(c).__name__ for c in lightning_style["trainer"].callbacks]
+    short = surge.Trainer(
+        max_epochs=1, callbacks=[lightning_style["PrintLoss"]()], logger=False, enable_progress_bar=False
+    )
+    short.fit(TinyModule(), datamodule=TinyDataModule(n_train=8 * 104))
+    assert [step for step, _ in printed] == [1, 101]  # on_train_batch_end(trainer, pl_module, outputs, ...) ran
+    printed.clear()
+    exec(_guide_block("import surge"), namespace)  # the same as a plugin
     assert "PrintLoss" in namespace["trainer"].plugin_names  # the guide's Trainer(plugins=[PrintLoss()])
     trainer = surge.Trainer(max_epochs=1, plugins=[namespace["PrintLoss"]()], enable_progress_bar=False)
     model = TinyModule()
@@ -299,3 +344,365 @@ def test_the_guides_callback_as_plugin_and_weight_loading_run(tmp_path: Path, mo
     loaded: dict[str, Any] = {"surge": surge, "LitAutoEncoder": TinyModule, "path": path}
     exec(_guide_block("model = LitAutoEncoder()"), loaded)
     assert all(torch.equal(loaded["model"].state_dict()[k], v) for k, v in model.state_dict().items())
+
+
+# --- The porting suite: each program under Surge (ported) and under Lightning (as written), side by side ------
+
+SUITE = sorted(p.stem for p in PORTING.glob("*.py") if p.stem not in ("autoencoder", "classifier", "callbacks"))
+"""Programs written as Lightning's documentation and examples write them; each returns what its test checks."""
+
+
+ARGS: dict[str, dict[str, Any]] = {
+    "cli_autoencoder": {"args": ("--model.hidden_dim=32", "--data.batch_size=16")},
+    "cli_subcommands": {"args": ("--config", str(PORTING / "cli_subcommands.yaml"), "--trainer.max_epochs=3")},
+}
+"""What the test passes to a program's ``main`` (a LightningCLI script's command line)."""
+
+
+def _run_program(name: str, text: str, root: Path) -> dict[str, Any]:
+    """Execute ``text`` (``tests/porting/<name>.py`` as written or ported) as a module and call its ``main``, in
+    ``root`` as the working directory, leaving the environment and torch's global switches as they were. The
+    result is ``main``'s, plus the module, ``root`` and the warnings Surge logged."""
+    from loguru import logger
+
+    module = types.ModuleType(f"porting_{name}")
+    module.__file__ = str(PORTING / f"{name}.py")
+    environ, deterministic, cwd = dict(os.environ), torch.are_deterministic_algorithms_enabled(), os.getcwd()
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(str(m)), level="WARNING", filter="surge", format="{message}")
+    sys.modules[module.__name__] = module  # a script is a module: class paths in saved configs resolve
+    root.mkdir(parents=True)
+    os.chdir(root)
+    try:
+        exec(compile(text, str(PORTING / f"{name}.py"), "exec"), module.__dict__)
+        result = module.main(str(root), **ARGS.get(name, {}))
+        return {**result, "module": module, "root": root, "warnings": warnings}
+    finally:
+        os.chdir(cwd)
+        del sys.modules[module.__name__]
+        logger.remove(sink)
+        torch.use_deterministic_algorithms(deterministic)
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+class _Suite:
+    """Each program's run under Surge and under Lightning, once per test module (a failure is kept and raised
+    again for every test that asks)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._done: dict[tuple[str, str], dict[str, Any] | BaseException] = {}
+
+    def _get(self, framework: str, name: str) -> dict[str, Any]:
+        if (framework, name) not in self._done:
+            source = (PORTING / f"{name}.py").read_text()
+            text = port(source) if framework == "surge" else source
+            try:
+                self._done[framework, name] = _run_program(name, text, self.root / framework / name)
+            except Exception as exc:
+                self._done[framework, name] = exc
+        result = self._done[framework, name]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def surge(self, name: str) -> dict[str, Any]:
+        return self._get("surge", name)
+
+    def lightning(self, name: str) -> dict[str, Any]:
+        pytest.importorskip("lightning", reason="Lightning is not installed (the `bench` extra); no side-by-side run")
+        return self._get("lightning", name)
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> _Suite:
+    return _Suite(tmp_path_factory.mktemp("porting"))
+
+
+def _floats(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items()}
+
+
+def _assert_same_metrics(surge_metrics: dict[str, Any], lightning_metrics: dict[str, Any]) -> None:
+    assert sorted(surge_metrics) == sorted(lightning_metrics)
+    assert _floats(surge_metrics) == pytest.approx(_floats(lightning_metrics), rel=1e-5, abs=1e-7)
+
+
+def _assert_same_weights(surge_model: torch.nn.Module, lightning_model: torch.nn.Module) -> None:
+    surge_state, lightning_state = surge_model.state_dict(), lightning_model.state_dict()
+    assert list(surge_state) == list(lightning_state)
+    different = [k for k, v in surge_state.items() if not torch.equal(v, lightning_state[k])]
+    assert not different, f"not bit-identical to Lightning's: {different}"
+
+
+def _assert_same_run(surge: dict[str, Any], lightning: dict[str, Any]) -> None:
+    """Same optimizer steps and epochs, same metric names (and values) after fit, bit-identical weights."""
+    assert surge["trainer"].global_step == lightning["trainer"].global_step
+    assert surge["trainer"].current_epoch == lightning["trainer"].current_epoch
+    _assert_same_metrics(surge.get("fit_metrics", {}), lightning.get("fit_metrics", {}))
+    _assert_same_metrics(surge["trainer"].callback_metrics, lightning["trainer"].callback_metrics)  # at the end
+    _assert_same_weights(surge["model"], lightning["model"])
+
+
+def test_the_suite_has_ten_programs_each_run_by_a_test_here() -> None:
+    tested = set(re.findall(r'suite\.surge\("(\w+)"\)', Path(__file__).read_text()))
+    assert len(SUITE) >= 10 and tested == set(SUITE)
+
+
+def test_gan_manual_optimization_with_two_optimizers(suite: _Suite) -> None:
+    result = suite.surge("gan")
+    trainer, model = result["trainer"], result["model"]
+    assert trainer.global_step == 2 * 8 * 3  # every optimizer.step() counts: two per batch, as in Lightning
+    assert set(result["fit_metrics"]) == {"g_loss", "d_loss", "sample_radius"}
+    assert all(p.requires_grad for p in model.parameters())  # untoggle_optimizer gave every parameter back
+    generator_state = trainer.optimizers[0].state
+    assert {id(p) for p in generator_state} == {id(p) for p in model.generator.parameters()}
+
+    lightning = suite.lightning("gan")
+    _assert_same_run(result, lightning)
+
+
+def test_torchmetrics_objects_logged_and_reset_as_lightning_does(suite: _Suite) -> None:
+    result = suite.surge("torchmetrics_classifier")
+    model = result["model"]
+    fit_metrics, test_metrics = result["fit_metrics"], result["test_metrics"]
+    # on_step and on_epoch: `name_step` and `name_epoch`; the plain name holds the epoch's value after the epoch
+    assert {"train_acc_step", "train_acc_epoch", "valid_acc_epoch", "train_loss", "valid_loss"} <= set(fit_metrics)
+    assert fit_metrics["valid_acc"] == fit_metrics["valid_acc_epoch"] > 0.9
+    assert model.train_acc._update_count == 0 and model.valid_acc._update_count == 0  # reset at the epoch's end
+    assert set(test_metrics) == {"test_MulticlassAccuracy", "test_MulticlassPrecision", "test_MulticlassRecall"}
+    (tested,) = result["tested"]
+    assert tested == pytest.approx(_floats(test_metrics))
+
+    lightning = suite.lightning("torchmetrics_classifier")
+    _assert_same_run(result, lightning)
+    _assert_same_metrics(test_metrics, lightning["test_metrics"])  # after test(), only the test's metrics
+    assert [m._update_count for m in (model.train_acc, model.valid_acc)] == [
+        m._update_count for m in (lightning["model"].train_acc, lightning["model"].valid_acc)
+    ]
+
+
+def _event_tags(directory: str) -> Any:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(directory, size_guidance={"histograms": 0, "scalars": 0})
+    accumulator.Reload()
+    return accumulator
+
+
+def test_logger_objects_and_their_experiment(suite: _Suite) -> None:
+    # Not ported yet (issue 17 stays open for it): Lightning's logger objects. The import says so and names the
+    # replacement. Once they are, this test compares the TensorBoard scalars and histograms with Lightning's.
+    with pytest.raises(ImportError, match=r"not ported yet: choose loggers by name"):
+        suite.surge("loggers")
+    lightning = suite.lightning("loggers")  # Lightning's half still runs, as the reference for that day
+    assert [e.step for e in _event_tags(lightning["tensorboard_dir"]).Histograms("weights")] == [0, 1, 2]
+
+
+def test_tuner_scales_the_batch_and_finds_a_learning_rate(suite: _Suite, tmp_path: Path) -> None:
+    result = suite.surge("tuner")
+    model, finder = result["model"], result["lr_finder"]
+    assert result["batch_size"] == 16 == model.hparams.batch_size  # 2, 4, 8, 16: max_trials=4, none ran out
+    lrs = finder.results["lr"]
+    assert lrs[0] == pytest.approx(1e-4) and lrs == sorted(lrs) and lrs[-1] <= 1.0
+    assert model.hparams.learning_rate == result["suggestion"] and result["suggestion"] in lrs
+    assert result["trainer"].global_step == 5 * 512 // 16
+
+    # the trials left the RNG as it was: the same fit without tuning gives the same weights
+    module = result["module"]
+    module.L.seed_everything(0)
+    untuned = module.LitModel(learning_rate=result["suggestion"], batch_size=16)
+    module.L.Trainer(max_epochs=5, default_root_dir=str(tmp_path), logger=False, enable_checkpointing=False).fit(
+        untuned
+    )
+    _assert_same_weights(model, untuned)
+
+    lightning = suite.lightning("tuner")
+    assert lightning["batch_size"] == result["batch_size"]
+    assert lightning["trainer"].global_step == result["trainer"].global_step
+    assert sorted(lightning["fit_metrics"]) == sorted(result["fit_metrics"])
+    # documented differences (docs/porting.md): Lightning's trials draw from the global RNG, so its fit after
+    # tuning sees other batches; and its sweep spaces the rates as min * (max / min) ** ((k + 1) / n) from the
+    # second point on, Surge's evenly on the log scale from min to max
+    assert len(lightning["lr_finder"].results["lr"]) == len(lrs)
+    assert lightning["lr_finder"].results["lr"][1] == pytest.approx(1e-4 * (1e4) ** (2 / 100))
+    assert lrs[1] == pytest.approx(1e-4 * (1e4) ** (1 / 99))
+
+
+def test_early_stopping_and_the_best_checkpoint(suite: _Suite) -> None:
+    result = suite.surge("early_stopping")
+    trainer, stopped = result["trainer"], result["stopped_epoch"]
+    assert 0 < stopped < 39 and trainer.current_epoch == stopped + 1
+    best, last = Path(result["best_model_path"]), Path(result["last_model_path"])
+    assert best.parent == last.parent and best.parent.name == "checkpoints"  # ModelCheckpoint(dirpath=...)
+    assert re.fullmatch(r"sample-epoch=\d\d-val_loss=\d\.\d\d\.ckpt", best.name) and last.name == "last.ckpt"
+    assert float(result["best_model_score"]) == pytest.approx(float(best.name.split("val_loss=")[1][:4]), abs=0.006)
+    _assert_same_weights(result["best"], result["model"])  # load_from_checkpoint and test(ckpt_path="best")
+    (tested,) = result["tested"]
+    assert set(tested) == {"test_acc"} and tested["test_acc"] > 0.7
+
+    lightning = suite.lightning("early_stopping")
+    _assert_same_run(result, lightning)
+    assert lightning["stopped_epoch"] == stopped
+    assert Path(lightning["best_model_path"]).name == best.name
+    assert float(lightning["best_model_score"]) == pytest.approx(float(result["best_model_score"]), rel=1e-6)
+    assert lightning["tested"] == [pytest.approx(tested)]
+
+
+def test_gradient_accumulation_clipping_and_grad_norm(suite: _Suite) -> None:
+    result = suite.surge("accumulate_clip")
+    metrics = result["fit_metrics"]
+    assert result["trainer"].global_step == 2 * (160 // 8) // 4
+    norms = {"grad_2.0_norm/0.weight", "grad_2.0_norm/0.bias", "grad_2.0_norm/2.weight", "grad_2.0_norm/2.bias"}
+    assert set(metrics) == {"train_loss", "grad_2.0_norm_total"} | norms
+    assert float(metrics["grad_2.0_norm_total"]) > 0.5  # seen before clipping to 0.5, as in Lightning
+
+    _assert_same_run(result, suite.lightning("accumulate_clip"))  # the same clipped steps: the same weights
+
+
+def test_per_step_scheduler_and_learning_rate_monitor(suite: _Suite) -> None:
+    result = suite.surge("step_scheduler")
+    lrs = result["lrs"]
+    assert len(lrs) == 30 and lrs[0] == pytest.approx(0.1 / 25) and max(lrs) == pytest.approx(0.1, rel=0.05)
+    assert result["scheduler"].last_epoch == 30  # stepped after every optimizer step
+    assert "lr-AdamW" in result["fit_metrics"]  # the monitor's value, as Lightning's puts it in callback_metrics
+
+    lightning = suite.lightning("step_scheduler")
+    _assert_same_run(result, lightning)
+    assert lrs == lightning["lrs"]
+
+
+def test_predict_step_without_batch_idx_frozen_model_and_a_prediction_callback(suite: _Suite) -> None:
+    result = suite.surge("predict")
+    predictions, model = result["predictions"], result["model"]
+    assert [tuple(p.shape) for p in predictions] == [(8, 3), (8, 3), (8, 3), (6, 3)]
+    assert [i for i, _ in result["collected"]] == [0, 1, 2, 3] and result["predict_epochs"] == 1
+    assert all(o is p for (_, o), p in zip(result["collected"], predictions))
+    assert not model.training and not any(p.requires_grad for p in model.parameters())  # model.freeze()
+    assert result["accuracy"] > 0.9
+    assert dict(result["trainer"].callback_metrics) == {}  # predict() logs nothing and keeps no fit metrics
+
+    lightning = suite.lightning("predict")
+    _assert_same_run(result, lightning)
+    assert all(torch.equal(a, b) for a, b in zip(predictions, lightning["predictions"]))
+
+
+def test_a_lightning_callback_sees_the_hooks_lightning_calls(suite: _Suite) -> None:
+    result = suite.surge("custom_callback")
+    trace = result["trace"]
+    assert result["found"] == [trace]  # trainer.callbacks holds the object passed in
+
+    def per_epoch(epoch: int, step: int) -> list[tuple[str, int, int, bool]]:  # four batches an epoch
+        return [
+            ("on_train_epoch_start", epoch, step, False),
+            ("on_train_batch_end", epoch, step + 1, False),
+            ("on_validation_epoch_start", epoch, step + 4, False),  # validation inside the training epoch,
+            ("on_validation_epoch_end", epoch, step + 4, False),
+            ("on_train_epoch_end", epoch, step + 4, False),  # before its end, as Lightning 2 runs it
+        ]
+
+    assert trace.calls == [
+        ("on_fit_start", 0, 0, False),
+        ("on_validation_epoch_start", 0, 0, True),  # the sanity check
+        ("on_validation_epoch_end", 0, 0, True),
+        ("on_train_start", 0, 0, False),
+        *per_epoch(0, 0),
+        *per_epoch(1, 4),
+        ("on_train_end", 2, 8, False),
+        ("on_fit_end", 2, 8, False),
+    ]
+    assert trace.batches_seen == 8 and trace.saved_batches == [4, 8]  # on_save_checkpoint after each epoch
+    resumed = result["resumed_trace"]
+    assert resumed.batches_seen == 12 and resumed.saved_batches == [12]  # load_state_dict gave back 8
+    assert result["resumed"].global_step == 12
+
+    lightning = suite.lightning("custom_callback")
+    _assert_same_run(result, lightning)
+    assert trace.calls == lightning["trace"].calls and trace.saved_batches == lightning["trace"].saved_batches
+    # Lightning calls on_fit_start of a resumed fit before it restores the loop's position (epoch 0, step 0)
+    ours, theirs = resumed.calls, lightning["resumed_trace"].calls
+    assert theirs[0] == ("on_fit_start", 0, 0, False) and ours[0] == ("on_fit_start", 1, 8, False)
+    # The checkpoint was written in on_train_epoch_end of epoch 1, whose end (epoch schedulers) had not run yet:
+    # Surge's resumed on_train_start sees that epoch, which it then ends; Lightning counts it as done (docs/resume.md)
+    start = next(i for i, call in enumerate(ours) if call[0] == "on_train_start")
+    assert ours[start] == ("on_train_start", 1, 8, False) and theirs[start] == ("on_train_start", 2, 8, False)
+    assert ours[1:start] == theirs[1:start] and ours[start + 1 :] == theirs[start + 1 :]
+
+
+def test_a_lightning_1x_program_runs_with_its_arguments_and_epoch_end_hooks(suite: _Suite) -> None:
+    result = suite.surge("lightning1x")
+    model, trainer = result["model"], result["trainer"]
+    assert model.epoch_outputs == [6, 6, 6]  # training_epoch_end(outputs) got every step's output, each epoch
+    assert set(result["fit_metrics"]) == {"train_epoch_loss", "avg_val_loss", "val_acc"}
+    assert trainer.global_step == 18 and float(result["fit_metrics"]["val_acc"]) > 0.7
+    warned = "\n".join(result["warnings"])
+    for old, new in [
+        ("gpus=0", "accelerator='cpu'"),
+        ("progress_bar_refresh_rate=0", "enable_progress_bar=False"),
+        ("weights_summary=None", "enable_model_summary=False"),
+        ("checkpoint_callback=False", "enable_checkpointing=False"),
+    ]:
+        assert f"{old} -> {new}" in warned
+    assert "training_epoch_end(outputs)" in warned and "on_train_epoch_end(self)" in warned
+    assert "validation_epoch_end(outputs)" in warned and "on_validation_epoch_end(self)" in warned
+    assert not list(result["root"].rglob("*.ckpt"))  # checkpoint_callback=False
+
+    # documented difference: Lightning 2 refuses the 1.x program that Surge runs
+    with pytest.raises(TypeError, match="unexpected keyword argument 'gpus'"):
+        suite.lightning("lightning1x")
+
+
+def test_a_profiler_object_a_custom_action_and_the_debugging_flags(suite: _Suite) -> None:
+    result = suite.surge("profiler_flags")
+    assert result["trainer"].global_step == 2 * 96 // 12
+    report = (result["root"] / "fit-perf_logs.txt").read_text()  # SimpleProfiler(dirpath=, filename=)
+    assert "my_custom_action" in report  # self.profiler.profile("my_custom_action") in the model
+
+    lightning = suite.lightning("profiler_flags")
+    _assert_same_run(result, lightning)
+    assert "my_custom_action" in (lightning["root"] / "fit-perf_logs.txt").read_text()
+
+
+def test_lightning_cli_script_with_run_false(suite: _Suite) -> None:
+    result = suite.surge("cli_autoencoder")  # --model.hidden_dim=32 --data.batch_size=16, seed 1234 by default
+    cli, model, trainer = result["cli"], result["model"], result["trainer"]
+    assert model.hparams.hidden_dim == 32 and model.encoder[0].out_features == 32
+    assert cli.datamodule.batch_size == 16 and trainer.global_step == 2 * 192 // 16
+    assert [tuple(p.shape) for p in result["predictions"]] == [(16, 256)] * 4
+    saved = (Path(trainer.log_dir) / "config.yaml").read_text()  # save_config_kwargs={"overwrite": True}
+    assert "hidden_dim: 32" in saved and "seed_everything: 1234" in saved
+
+    lightning = suite.lightning("cli_autoencoder")
+    _assert_same_run(result, lightning)  # the weights of the best checkpoint, which predict() loaded
+    assert all(torch.equal(a, b) for a, b in zip(result["predictions"], lightning["predictions"]))
+    theirs = (Path(lightning["trainer"].log_dir) / "config.yaml").read_text()
+    assert "hidden_dim: 32" in theirs and "seed_everything: 1234" in theirs
+
+
+def test_lightning_cli_subcommands_and_a_config_file(suite: _Suite) -> None:
+    result = suite.surge("cli_subcommands")  # fit --config cli_subcommands.yaml --trainer.max_epochs=3
+    model, trainer = result["model"], result["trainer"]
+    assert model.hparams.out_dim == 4 and model.hparams.learning_rate == 0.05
+    assert trainer.max_epochs == 3 and trainer.global_step == 3 * 96 // 8  # the command line over the file
+    assert set(result["fit_metrics"]) == {"train_loss", "val_loss"}
+
+    def validate(run: dict[str, Any]) -> dict[str, Any]:
+        checkpoint = run["trainer"].checkpoint_callback.best_model_path
+        root = run["root"]
+        config = ["--config", str(PORTING / "cli_subcommands.yaml"), f"--trainer.default_root_dir={root}"]
+        cli = run["module"].cli_main(["validate", *config, f"--ckpt_path={checkpoint}"])
+        return _floats(cli.trainer.callback_metrics)
+
+    validated = validate(result)
+    assert set(validated) == {"val_loss"}
+
+    lightning = suite.lightning("cli_subcommands")
+    _assert_same_run(result, lightning)
+    assert validate(lightning) == pytest.approx(validated, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["autoencoder", "classifier", "callbacks"])
+def test_the_first_three_give_lightnings_numbers(suite: _Suite, name: str) -> None:
+    result = suite.surge(name)
+    _assert_same_run(result, suite.lightning(name))  # after predict/test: the same weights, the stage's metrics

@@ -117,7 +117,7 @@ def test_checkpoint_requests_wait_until_every_rank_holds_one(tmp_path: Any) -> N
     assert served == [5]
 
 
-def test_a_strategy_or_accelerator_can_decline_inference_mode() -> None:
+def test_a_strategy_or_accelerator_can_decline_inference_mode(tmp_path: Any) -> None:
     """``inference_mode_ok = False`` on the strategy (fsdp) or the accelerator (XLA): evaluation runs under
     ``torch.no_grad``, not ``torch.inference_mode``, whatever ``Trainer(inference_mode=...)`` says."""
 
@@ -135,7 +135,7 @@ def test_a_strategy_or_accelerator_can_decline_inference_mode() -> None:
     class NoInferenceDevice(_CPU):
         inference_mode_ok: ClassVar[bool] = False
 
-    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False}
+    quiet = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False, "default_root_dir": tmp_path}
     for strategy, expected in (
         (surge.Strategy(_CPU(), [0]), (True, False)),
         (NoInference(_CPU(), [0]), (False, False)),

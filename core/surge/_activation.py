@@ -11,6 +11,8 @@ from pydantic import ValidationError
 
 from surge import plugins as _plugins
 from surge._bus import Subscriber, Tier, Timing, timing
+from surge._first_party import SYNONYMS, install_hint
+from surge._lightning_callbacks import Callback, LightningCallback, subscriber_for
 from surge.backends import Accelerator, Precision, Strategy
 from surge.config import TrainerConfig, format_validation_error
 from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
@@ -86,13 +88,13 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
                     (f"trainer.plugins[{i}]", f"got {item!r}: list entries are plugin names or plugin objects")
                 )
             else:
-                req.instances.append(item)
+                _add_instance(req, item, f"trainer.plugins[{i}]", problems)
     elif isinstance(plugins, str):
         req.on[plugins] = {}
     elif isinstance(plugins, (int, float, bytes)):
         problems.append(("trainer.plugins", f"got {plugins!r}: pass a list of names or objects, or a dict"))
     else:
-        req.instances.append(plugins)
+        _add_instance(req, plugins, "trainer.plugins", problems)
 
     callbacks = config.callbacks
     for i, item in enumerate(callbacks if isinstance(callbacks, (list, tuple)) else [callbacks] if callbacks else []):
@@ -101,7 +103,7 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
                 (f"trainer.callbacks[{i}]", f"got {item!r}: callbacks are plugin objects; plugin names go in plugins=")
             )
         else:
-            req.instances.append(item)
+            _add_instance(req, item, f"trainer.callbacks[{i}]", problems)
 
     logger = config.logger
     if logger is False or logger is None:
@@ -117,7 +119,7 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
             elif isinstance(item, (bool, int, float, Mapping)) or item is None:
                 problems.append((f"trainer.logger[{i}]", f"got {item!r}: use a logger plugin name or object"))
             else:
-                req.instances.append(item)
+                _add_instance(req, item, f"trainer.logger[{i}]", problems)
     for argument, (name, distribution, settings_of) in SEED_SWITCHES.items():
         settings = settings_of(getattr(config, argument))
         if settings is None:
@@ -139,6 +141,15 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
         problems.append(("trainer.plugins", f"{clash} both switched on and off"))
     req.problems = problems
     return req
+
+
+def _add_instance(req: Requests, obj: object, where: str, problems: list[tuple[str, str]]) -> None:
+    """An object passed in joins the bus itself, or through the adapter of its Lightning callback hooks; one that
+    would handle nothing is refused."""
+    try:
+        req.instances.append(subscriber_for(obj))
+    except PluginError as exc:
+        problems.append((where, str(exc)))
 
 
 def _instance_tier(obj: object) -> Tier:
@@ -206,13 +217,26 @@ def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
             continue
         except Exception as exc:
             raise PluginError(f"{record.describe()} failed to build its subscriber: {exc}") from exc
+        if isinstance(obj, Callback):  # a plugin written as a Lightning callback
+            try:
+                obj = subscriber_for(obj)
+            except PluginError as exc:
+                problems.append((f"trainer.plugins.{record.name}", f"{record.describe()}: {exc}"))
+                continue
         tier = Tier.OBSERVER if plugin.kind == "observer" else Tier.PARTICIPANT
         subscribers.append(Subscriber(record.name, obj, tier, record.distribution, record.version))
         record.status = "active"
     if problems:
         raise ConfigError(problems)
+    taken = {s.name for s in subscribers}
     for obj in req.instances:
-        subscribers.append(Subscriber(instance_name(obj), obj, _instance_tier(obj)))
+        name = base = instance_name(obj)
+        count = 1
+        while isinstance(obj, LightningCallback) and name in taken:  # Lightning takes several of one class
+            count += 1
+            name = f"{base}-{count}"
+        taken.add(name)
+        subscribers.append(Subscriber(name, obj, _instance_tier(obj)))
     return subscribers
 
 
@@ -243,10 +267,8 @@ def logger_problems(names: Collection[str], catalog: Catalog) -> list[tuple[str,
                 name, catalog.records, n=1
             )
             guess = f"did you mean '{close[0]}'? " if close else ""
-            problem = (
-                f"no installed logger is named '{name}'; {guess}loggers: {', '.join(loggers) or 'none'}. If it is "
-                f"published as surge-{name}, `pip install surge-{name}` adds it."
-            )
+            problem = f"no installed logger is named '{name}'; {guess}loggers: {', '.join(loggers) or 'none'}."
+            problem += install_hint(name)
         else:
             continue
         problems.append(("trainer.logger", problem))
@@ -257,10 +279,7 @@ def _unknown_plugin(name: str, catalog: Catalog) -> str:
     known = sorted(catalog.records)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    return (
-        f"no installed plugin is named '{name}'; {hint}installed: {', '.join(known) or 'none'}. "
-        f"If it is published as surge-{name}, `pip install surge-{name}` adds it."
-    )
+    return f"no installed plugin is named '{name}'; {hint}installed: {', '.join(known) or 'none'}.{install_hint(name)}"
 
 
 @dataclass
@@ -341,6 +360,8 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
         )
     else:
         raise ConfigError([("trainer.strategy", f"got {strategy_arg!r}: a name or a Strategy instance")])
+    if config.sync_batchnorm:
+        _sync_batchnorm(strategy)
 
     precision_arg = config.precision
     if isinstance(precision_arg, Precision):
@@ -361,7 +382,8 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
                     )
                 precisions[alias] = (cls, record)
         if key not in precisions:
-            package = "surge-precision" if key in _STANDARD_PRECISIONS else ""
+            meant = SYNONYMS["precision"].get(key, key)
+            package = "surge-precision" if meant in _STANDARD_PRECISIONS else ""
             raise ProviderError(_missing("precision", key, precisions, package, catalog))
         cls, record = precisions[key]
         precision = cls()
@@ -372,6 +394,24 @@ def resolve_providers(catalog: Catalog, config: TrainerConfig) -> Providers:
             )
     profiler = _resolve_profiler(catalog, config.profiler, subscribers)
     return Providers(accelerator, strategy, precision, subscribers, profiler)
+
+
+def _sync_batchnorm(strategy: Strategy) -> None:
+    """``sync_batchnorm=True`` sets the strategy's own switch (surge-ddp's and surge-fsdp's convert the
+    BatchNorm layers when they wrap the model); a single process has nothing to synchronise."""
+    if hasattr(strategy, "sync_batchnorm"):
+        strategy.sync_batchnorm = True
+    elif strategy.world_size > 1:
+        raise ConfigError(
+            [
+                (
+                    "trainer.sync_batchnorm",
+                    f"strategy '{strategy.name or type(strategy).__name__}' runs {strategy.world_size} processes but "
+                    "has no sync_batchnorm switch to synchronise BatchNorm with; use strategy='ddp' or 'fsdp', or "
+                    "convert the layers yourself (torch.nn.SyncBatchNorm.convert_sync_batchnorm)",
+                )
+            ]
+        )
 
 
 def _resolve_profiler(catalog: Catalog, arg: Any, subscribers: list[Subscriber]) -> object | None:
@@ -425,8 +465,8 @@ def unknown_provider(
             for r in unloaded
         )
     valid = sorted({*found, *(n for pairs in declared.values() for s, n in pairs if s == slot)})
-    close = difflib.get_close_matches(name, valid, n=1)
-    message = f"no {slot} named '{name}'.{f' Did you mean {close[0]!r}?' if close else ''} "
+    close = _did_you_mean(slot, name, valid)
+    message = f"no {slot} named '{name}'.{f' Did you mean {close!r}?' if close else ''} "
     message += f"Valid names: {', '.join(valid) or 'none available'}."
     # Plugins not imported whose distributions do not declare their providers: any of them may provide it.
     why_not: dict[str, list[str]] = {}
@@ -441,6 +481,17 @@ def unknown_provider(
     missing = [p for p in package.split(" or ") if p and p not in installed]
     install = f"`pip install {' or '.join(missing)}`" if missing else "a plugin that provides it"
     return f"{message} Plugins add others ({install}); `surge plugins` lists what is installed."
+
+
+def _did_you_mean(slot: str, name: str, valid: Collection[str]) -> str | None:
+    """The name ``name`` stands for: a synonym of the domain (``fp16`` -> ``16-mixed``), the same name in
+    lower case, else the closest spelling."""
+    if name in SYNONYMS.get(slot, {}):
+        return SYNONYMS[slot][name]
+    if name.lower() in valid:
+        return name.lower()
+    close = difflib.get_close_matches(name, valid, n=1)
+    return close[0] if close else None
 
 
 def _how_to_load(record: PluginRecord, name: str) -> str:

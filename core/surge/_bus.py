@@ -25,6 +25,7 @@ import pluggy
 from loguru import logger
 
 from surge import hookspecs
+from surge._lightning_callbacks import unwrap
 from surge.errors import PluginError, PluginOrderError, SurgeError
 from surge.events import EVENTS, Event
 from surge.hooks import PROJECT, Ordering
@@ -55,7 +56,8 @@ class Subscriber:
             return f"the Module's hook ({owner.__module__}.{owner.__qualname__})"
         if self.distribution:
             return f"plugin '{self.name}' (distribution {self.distribution} {self.version or '?'})"
-        return f"plugin '{self.name}' ({type(self.obj).__module__}.{type(self.obj).__qualname__})"
+        cls = type(unwrap(self.obj))  # a Lightning callback, not the adapter standing for it on the bus
+        return f"plugin '{self.name}' ({cls.__module__}.{cls.__qualname__})"
 
 
 # Events whose every handler must run even when one of them raises.

@@ -20,6 +20,7 @@ import argparse
 import difflib
 import json
 import re
+import shutil
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +34,9 @@ def register(commands: Any) -> None:
     plugins = commands.add_parser("plugins", help="list installed plugins: status, kind, hooks, order")
     plugins.add_argument("--json", action="store_true", help="machine-readable output (docs/plugins.schema.json)")
     plugins.add_argument("--event", metavar="NAME", help="only the handlers of event NAME, in the order they run")
+    plugins.add_argument(
+        "-v", "--verbose", action="store_true", help="whole rows, not cut to the terminal's width (as --json)"
+    )
     add_lab_option(plugins)
     add_plugin_option(plugins)
     plugins.set_defaults(run=list_plugins)
@@ -259,9 +263,12 @@ def list_plugins(args: argparse.Namespace) -> int:
             )
             for r in rows
         ]
-        widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
-        for row in table:
+        fitted = table if args.verbose else _fit(table, shutil.get_terminal_size().columns)
+        widths = [max(len(str(row[i])) for row in fitted) for i in range(len(header))]
+        for row in fitted:
             print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        if fitted != table:
+            print("(rows cut to the terminal's width: `surge plugins -v` or `--json` shows them whole)")
         loaded = [(r["name"], r["origin"]) for r in rows if r["origin"]]
         if loaded:
             width = max(len(name) for name, _ in loaded)
@@ -269,6 +276,32 @@ def list_plugins(args: argparse.Namespace) -> int:
     if data["trainer_error"]:
         print(f"\nnote: a default Trainer cannot be built here, so nothing is active:\n{data['trainer_error']}")
     return 0
+
+
+def _fit(table: list[tuple[str, ...]], columns: int) -> list[tuple[str, ...]]:
+    """Cut the rows to ``columns`` characters: the provides/hooks lists first (whole names, then how many
+    more), then the status reasons; never below a few characters of each."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    fixed = sum(widths[:4]) + 2 * (len(widths) - 1)
+    last = max(len(table[0][-1]), columns - fixed - widths[4])
+    status = max(len("unavailable ..."), min(widths[4], columns - fixed - last))
+    return [table[0]] + [(*row[:4], _cut(row[4], status), _shorten_list(row[5], last)) for row in table[1:]]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def _shorten_list(text: str, width: int) -> str:
+    """``a, b, c, d`` as ``a, b ... +2`` in ``width`` characters."""
+    items = text.split(", ")
+    if len(text) <= width or len(items) == 1:
+        return _cut(text, width)
+    for kept in range(len(items) - 1, 0, -1):
+        shown = f"{', '.join(items[:kept])} ... +{len(items) - kept}"
+        if len(shown) <= width:
+            return shown
+    return _cut(text, width)
 
 
 def _print_event(event: str, as_json: bool) -> int:

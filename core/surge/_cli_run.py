@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         objects.append(_ConsoleReport())
     plugins = [config.plugins, *objects] if config.plugins else objects
     trainer = surge.Trainer(**config.trainer_kwargs, plugins=plugins or None)
-    if command == "fit":
+    if command == "fit" and trainer.is_global_zero:  # one banner per run, not one per process
         where = (
             "the embedded digits example (scikit-learn's 8x8 images)" if not args.config else config.model.class_path
         )
@@ -128,7 +128,8 @@ def _run(args: argparse.Namespace) -> int:
     if command == "tune":
         return _tune(trainer, model, data)
     method = getattr(trainer, command)
-    result = method(model, datamodule=data, ckpt_path=config.ckpt_path)
+    quiet = {"verbose": False} if command in ("validate", "test") else {}  # _report prints the results once
+    result = method(model, datamodule=data, ckpt_path=config.ckpt_path, **quiet)
     if trainer.interrupted:
         print("interrupted; stopped at a step boundary", file=sys.stderr)
         return 130
@@ -211,7 +212,7 @@ def _report(command: str, trainer: Any, result: Any) -> None:
             print(f"{batches} prediction batch(es) saved to {trainer.run_dir}/predictions.pt")
         else:
             print(f"{batches} prediction batch(es)")
-    if trainer.run_dir:
+    if trainer._run_dir is not None:  # one was made (reading trainer.run_dir would make one)
         print(f"run directory: {trainer.run_dir}")
         if command == "fit" and any(s["name"] == "csv" for s in trainer.plugin_set()):
             print(f"plot its metrics: surge plot {trainer.run_dir}")
@@ -261,7 +262,9 @@ class _ConsoleReport:
         shown = {k: v for k, v in t.callback_metrics.items() if not k.endswith(("_step", "_epoch"))}
         figures = "  ".join(f"{k}={float(v):.4f}" for k, v in sorted(shown.items()))
         elapsed = time.perf_counter() - self._started
-        print(f"epoch {event.epoch + 1}/{t.max_epochs}  {figures}  [{elapsed:.2f}s]", flush=True)
+        # numbered from 0 out of max_epochs - 1, as the progress bar beside it and Lightning's bars number them
+        epoch = f"epoch {event.epoch}/{t.max_epochs - 1}" if t.max_epochs > 0 else f"epoch {event.epoch}"
+        print(f"{epoch}  {figures}  [{elapsed:.2f}s]", flush=True)
 
 
 class _ConfigWriter:

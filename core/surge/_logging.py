@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 _state: dict[str, int | str | None] = {"handler": None, "level": None}
 _routed: set[str] = set()
+_OWN_VERBOSITY = ("torch",)
+"""Routed, but never below WARNING: torch's INFO and DEBUG lines (printed by its own handlers, in its own
+format, on its child loggers) are turned on by ``TORCH_LOGS``, not by ``SURGE_LOG_LEVEL``."""
 
 
 class _InterceptHandler(logging.Handler):
@@ -47,7 +50,8 @@ def route_stdlib(*names: str) -> None:
         if not any(isinstance(h, _InterceptHandler) for h in std.handlers):
             std.addHandler(_InterceptHandler())
             std.propagate = False
-        std.setLevel(_stdlib_level(str(_state["level"])))
+        level = _stdlib_level(str(_state["level"]))
+        std.setLevel(max(level, logging.WARNING) if name in _OWN_VERBOSITY else level)
 
 
 def _stdlib_level(level: str) -> int:
@@ -59,8 +63,9 @@ def _stdlib_level(level: str) -> int:
 def configure_logging(level: str | None = None) -> None:
     """Install Surge's stderr sink at ``level`` (default: ``SURGE_LOG_LEVEL``, else WARNING) in place of
     loguru's default one, and route torch's and the loaded plugins' stdlib records into it: records from
-    Surge, torch and plugins below ``level`` are dropped, others pass as loguru's default would. For
-    applications (the ``surge`` command calls it); idempotent, a new level replaces the old sink."""
+    Surge and plugins below ``level`` are dropped (torch's below WARNING: its own ``TORCH_LOGS`` says more),
+    others pass as loguru's default would. For applications (the ``surge`` command calls it); idempotent, a
+    new level replaces the old sink."""
     level = (level or load_settings().log_level).upper()
     logger.enable("surge")
     if _state["level"] == level:

@@ -84,6 +84,18 @@ class TrainerConfig(BaseModel):
     benchmark: bool | None = None
     inference_mode: bool = True
     default_root_dir: str | None = None
+    # Lightning's switches for debugging, speed measurement and logging
+    detect_anomaly: bool = False
+    """``torch.autograd.set_detect_anomaly(True)`` while ``fit`` runs: a backward that produces NaN raises,
+    naming the operation whose forward made it (slow: for debugging)."""
+    sync_batchnorm: bool = False
+    """Convert the model's BatchNorm layers to ``SyncBatchNorm`` under a distributed strategy (``ddp``,
+    ``fsdp``), whose batch statistics then span every process; no effect on a single process."""
+    barebones: bool = False
+    """Measure the loop's own overhead, as Lightning's: no logger, checkpointing, progress bar, model summary,
+    sanity check, and ``self.log`` does nothing. Asking for one of those too is an error."""
+    enable_autolog_hparams: bool = True
+    """Send the Module's and DataModule's ``hparams`` to the loggers when a run starts."""
 
     @field_validator("default_root_dir", mode="before")
     @classmethod
@@ -142,6 +154,27 @@ class TrainerConfig(BaseModel):
             raise ValueError("a p-norm order: a number > 0, 'inf', or -1 for off")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _barebones(cls, data: Any) -> Any:
+        """``barebones=True`` turns off everything that costs time, as Lightning does; asking for any of it
+        too is refused (an "off" value, as a resolved run config holds, is accepted)."""
+        if not isinstance(data, Mapping) or data.get("barebones") is not True:
+            return data
+        wanted = {
+            name: data[name]
+            for name, off in _BAREBONES_OFF.items()
+            if name in data and not (isinstance(data[name], (bool, int, type(None))) and data[name] in (off, None))
+        }
+        if wanted:
+            given = ", ".join(f"{name}={value!r}" for name, value in wanted.items())
+            raise ValueError(
+                f"barebones=True turns off logging, checkpointing, the progress bar, the model summary, the "
+                f"sanity check, fast_dev_run, detect_anomaly and profiling, but {given} asks for them; drop "
+                "barebones=True or those arguments"
+            )
+        return {**data, **_BAREBONES_OFF}
+
     @model_validator(mode="after")
     def _consistent(self) -> TrainerConfig:
         if self.min_epochs is not None and self.max_epochs not in (None, -1) and self.min_epochs > self.max_epochs:
@@ -149,6 +182,19 @@ class TrainerConfig(BaseModel):
         if self.min_steps is not None and self.max_steps != -1 and self.min_steps > self.max_steps:
             raise ValueError(f"min_steps ({self.min_steps}) is larger than max_steps ({self.max_steps})")
         return self
+
+
+_BAREBONES_OFF: dict[str, Any] = {
+    "logger": False,
+    "enable_checkpointing": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+    "num_sanity_val_steps": 0,
+    "fast_dev_run": False,
+    "detect_anomaly": False,
+    "profiler": None,
+}
+"""What ``barebones=True`` sets (Lightning's list, less ``log_every_n_steps``: with no logger it writes nothing)."""
 
 
 def _env_defaults(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -209,6 +255,8 @@ def format_validation_error(
         elif path in problems:  # another member of the same union: add what it would have accepted
             problems[path] += f"; or {error['msg']}" if error["msg"] not in problems[path] else ""
             continue
+        elif not loc and error["type"] == "value_error":  # a rule across arguments: its message names them
+            message = error["msg"].removeprefix("Value error, ")
         else:
             message = f"got {error['input']!r}: {error['msg']}"
         problems[path] = message

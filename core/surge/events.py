@@ -333,8 +333,9 @@ class LogHyperparams(Event):
 @dataclass(frozen=True, slots=True)
 class LogMetrics(Event):
     """``metrics``: names to Python floats, already on the host; ``step``: ``trainer.global_step`` when
-    written; ``epoch``: ``trainer.current_epoch``; ``stage``: ``"train"``, ``"validation"``, ``"test"``,
-    ``"predict"`` or the name of the plugin that wrote them through ``trainer.log_metrics``."""
+    written (an evaluation batch's ``on_step`` values: that dataloader's batches evaluated so far in the run,
+    Lightning's step); ``epoch``: ``trainer.current_epoch``; ``stage``: ``"train"``, ``"validation"``,
+    ``"test"``, ``"predict"`` or the name of the plugin that wrote them through ``trainer.log_metrics``."""
 
     metrics: Mapping[str, float]
     step: int

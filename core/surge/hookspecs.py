@@ -359,7 +359,7 @@ def log_hyperparams(event: ev.LogHyperparams) -> None:
 
 @hookspec
 def log_metrics(event: ev.LogMetrics) -> None:
-    """On global rank zero whenever logged metrics are written: after the optimizer step every ``log_every_n_steps`` steps, at the end of each training, validation and test epoch, and when a plugin calls ``trainer.log_metrics``. `event.metrics` holds Python floats: the core moves every value to the host in one batched copy per device, only when there is a subscriber.
+    """On global rank zero whenever logged metrics are written: after the optimizer step every ``log_every_n_steps`` steps, after each validation or test batch that logged ``on_step=True`` values (at Lightning's step: that dataloader's batches evaluated so far in the run), at the end of each training, validation and test epoch, and when a plugin calls ``trainer.log_metrics``. `event.metrics` holds Python floats: the core moves every value to the host in one batched copy per device, only when there is a subscriber.
 
     May change: Nothing. Loggers write the row; they should flush so that a killed run leaves it on disk.
     """

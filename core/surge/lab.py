@@ -67,6 +67,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from surge._first_party import FIRST_PARTY
 from surge._pinned import Home, foreign_bytecode, home_of, shadow, where
 
 if TYPE_CHECKING:
@@ -271,8 +272,9 @@ class Lab:
                         "plugin",
                         plugin,
                         "forced on by the lab, but no installed distribution provides it",
-                        f"install the distribution that provides it (if published as surge-{plugin}: "
-                        f"pip install surge-{plugin})",
+                        f"pip install {FIRST_PARTY[plugin]}"
+                        if plugin in FIRST_PARTY
+                        else "install the distribution that provides it",
                     )
                 )
         problems += self._origins(installed) + self._clashes(installed)

@@ -9,6 +9,7 @@ attribute test: no payload is built and no call is made.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,8 @@ from surge import _resume
 from surge import checkpoint as _checkpoint
 from surge import events as ev
 from surge._data import loader_len
+from surge._lightning_callbacks import step_outputs
+from surge._lightning_v1 import epoch_end_outputs
 from surge._resume import OpenBatch, epoch_start_states
 from surge.errors import SurgeError
 from surge.state import Interrupted
@@ -27,6 +30,9 @@ if TYPE_CHECKING:
 
 
 def run_stage(trainer: Trainer, stage: str) -> Any:
+    # once per run: which step methods take batch_idx (Lightning's `training_step(self, batch)` does not)
+    module = trainer.module
+    trainer._takes_batch_idx = {name: takes_batch_idx(getattr(module, name)) for name in _STEP_METHODS}
     if stage == "fit":
         return fit(trainer)
     if stage == "validate":
@@ -37,6 +43,17 @@ def run_stage(trainer: Trainer, stage: str) -> Any:
         return evaluate(trainer, "test", trainer.test_dataloaders, limits)
     limits = [_limit(d, trainer._loop.limit_predict, "limit_predict_batches") for d in trainer.predict_dataloaders]
     return evaluate(trainer, "predict", trainer.predict_dataloaders, limits)
+
+
+def takes_batch_idx(step: Any) -> bool:
+    """Lightning's rule for a step method: it receives ``batch_idx`` when it has a parameter of that name,
+    takes ``*args``, or takes at least two positional parameters; else it is called with the batch only."""
+    try:
+        params = list(inspect.signature(step).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (a builtin): pass everything
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.name == "batch_idx" or p.kind is p.VAR_POSITIONAL for p in params)
 
 
 def _limit(loader: Any, limit: int | float, what: str) -> float:
@@ -142,6 +159,8 @@ def train_epoch(trainer: Trainer) -> None:
     val_epoch = val_every is not None and (global_val or (epoch + 1) % loop.check_val_every_n_epoch == 0)  # type: ignore[operator]
     automatic = module.automatic_optimization
     training_step = strategy.wrap_training_step(module)  # the module's own method, or a DDP wrapper's forward
+    if not trainer._takes_batch_idx.get("training_step", True):  # `training_step(self, batch)`
+        training_step = _batch_only(training_step)
     distributed = strategy.world_size > 1
     no_context, unknown_length = _NO_CONTEXT, math.isinf(n)
 
@@ -163,6 +182,7 @@ def train_epoch(trainer: Trainer) -> None:
             f"{type(module).__name__}.truncated_bptt_steps={tbptt} steps the optimizer once per time split; it "
             f"cannot be combined with accumulate_grad_batches={accumulate} (set one of them back to its default)"
         )
+    epoch_outputs = epoch_end_outputs(module, "training_epoch_end")  # None unless the Module has that 1.x hook
     end = n
     if resume is None:
         state.epoch_rng = epoch_start_states(trainer.train_dataloader)  # once per epoch, for checkpoints
@@ -224,6 +244,8 @@ def train_epoch(trainer: Trainer) -> None:
                 with precision.autocast(strategy.root_device):  # the steps are the user's; the autocast is ours
                     outputs = training_step(batch, batch_idx)
             metrics.end_step(write=trainer.should_log)
+            if epoch_outputs is not None and (kept := step_outputs(trainer, outputs)):
+                epoch_outputs.append(kept)
             state.total_batches += 1  # counted before train_batch_end: a checkpoint saved there includes this batch
             open_rng = None
             if bus.train_batch_end:
@@ -263,6 +285,8 @@ def train_epoch(trainer: Trainer) -> None:
     metrics.context = "train"
     metrics.end_epoch(write=False)
     metrics.context = "train_epoch_end"  # self.log defaults to per-epoch here, as in Lightning
+    if epoch_outputs is not None:
+        module.training_epoch_end(epoch_outputs)  # type: ignore[operator]
     if bus.train_epoch_end:
         bus.train_epoch_end(ev.TrainEpochEnd(trainer, epoch))
     metrics.end_epoch()
@@ -468,6 +492,7 @@ _NO_CONTEXT = contextlib.nullcontext()
 
 
 _STEP_METHOD = {"validation": "validation_step", "test": "test_step", "predict": "predict_step"}
+_STEP_METHODS = ("training_step", *_STEP_METHOD.values())
 
 
 def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[float]) -> Any:
@@ -480,6 +505,8 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     batch_start, batch_end = getattr(bus, f"{stage}_batch_start"), getattr(bus, f"{stage}_batch_end")
     BatchStart, BatchEnd = ev.EVENTS[f"{stage}_batch_start"], ev.EVENTS[f"{stage}_batch_end"]
     step = getattr(module, _STEP_METHOD[stage])
+    if not trainer._takes_batch_idx.get(_STEP_METHOD[stage], True):  # `validation_step(self, batch)`
+        step = _batch_only(step)
     several = len(loaders) > 1
     single = strategy.world_size == 1
     was_training = module.training
@@ -487,6 +514,8 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     previous_context = metrics.context
     metrics.context = stage
     predictions: list[list[Any]] = [[] for _ in loaders]
+    # None unless the Module has Lightning 1.x's validation_epoch_end/test_epoch_end(outputs)
+    epoch_outputs = epoch_end_outputs(module, f"{stage}_epoch_end", len(loaders)) if stage != "predict" else None
     inference = trainer.config.inference_mode and trainer.strategy.inference_mode_ok
     inference = inference and trainer.strategy.accelerator.inference_mode_ok  # the device the strategy runs on
     no_grad = torch.inference_mode() if inference else torch.no_grad()
@@ -511,15 +540,23 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                     outputs = step(batch, batch_idx, dl_idx) if several else step(batch, batch_idx)
                 if stage == "predict":
                     predictions[dl_idx].append(outputs)
+                elif epoch_outputs is not None and outputs is not None:
+                    epoch_outputs[dl_idx].append(outputs)
                 if batch_end:
                     batch_end(BatchEnd(trainer, outputs, batch, batch_idx, dl_idx))  # type: ignore[call-arg]
+                if metrics._step and not state.sanity_checking:  # on_step values: a row per batch, as Lightning
+                    metrics.end_step(write=True, step=metrics.eval_steps.get(dl_idx, 0) + batch_idx)
                 batch_idx += 1
                 if single:  # several processes stop together at the next training step boundary instead
                     _raise_if_interrupted(trainer)
+            if not state.sanity_checking:  # Lightning's step numbers run on across a fit's validations
+                metrics.eval_steps[dl_idx] = metrics.eval_steps.get(dl_idx, 0) + batch_idx
         metrics.dataloader_idx = None
         if trainer._validation_rng is not None:  # a validation during fit ran all its batches: it counts as run
             state.validated_at, trainer._validation_rng = state.total_batches, None
         results = _publish(trainer, write=False)
+        if epoch_outputs is not None:  # a list per loader, or the list itself for one loader, as in Lightning 1.x
+            getattr(module, f"{stage}_epoch_end")(epoch_outputs if several else epoch_outputs[0])
         if getattr(bus, f"{stage}_epoch_end"):
             bus.emit(ev.EVENTS[f"{stage}_epoch_end"](trainer, state.current_epoch))  # type: ignore[call-arg]
         results.update(_publish(trainer))
@@ -531,6 +568,16 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     if stage == "predict":
         return predictions[0] if not several else predictions
     return _per_loader(results, len(loaders)) if trainer.state.stage != "fit" else None
+
+
+def _batch_only(step: Any) -> Any:
+    """``step`` called as the loops call every step, ``(batch, batch_idx[, dataloader_idx])``, for a step
+    method that takes the batch only (and ``dataloader_idx`` when there are several loaders)."""
+
+    def call(batch: Any, batch_idx: int, *rest: Any) -> Any:
+        return step(batch, *rest)
+
+    return call
 
 
 def _publish(trainer: Trainer, write: bool = True) -> dict[str, torch.Tensor]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -154,17 +156,29 @@ class Module(nn.Module):
         add_dataloader_idx: bool = True,
     ) -> None:
         """Record a metric. In training it is logged per step by default, elsewhere per epoch (the mean,
-        weighted by batch size). Values stay on their device; nothing here waits for the device."""
+        weighted by batch size). Values stay on their device; nothing here waits for the device.
+
+        ``value`` may be a torchmetrics ``Metric`` (updated by the step, as in Lightning): per step its
+        forward result is logged, per epoch its ``compute()``, after which it is ``reset()``; ``reduce_fx``
+        and ``sync_dist`` do not apply (the metric reduces and syncs across processes itself)."""
         trainer = self._surge_trainer
-        if trainer is None:
-            _warn_unattached(name)
+        if trainer is None or trainer.config.barebones:
+            _warn_unattached(name, "the module is not attached to a running Trainer" if trainer is None else _BAREBONES)
             return
         trainer._metrics.record(
             name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, sync_dist, batch_size, add_dataloader_idx
         )
 
     def log_dict(self, values: Mapping[str, Any], **kwargs: Any) -> None:
-        for name, value in values.items():
+        """``self.log`` for each entry; ``values`` may be a torchmetrics ``MetricCollection`` (its metrics
+        under their prefixed names, as Lightning logs them)."""
+        torchmetrics = sys.modules.get("torchmetrics")  # optional: only a program that imported it has one
+        if torchmetrics is not None and isinstance(values, torchmetrics.MetricCollection):
+            # names with prefix/postfix; metrics of a compute group share the group's state, not a copy
+            items = values.items(keep_base=False, copy_state=False)
+        else:
+            items = values.items()
+        for name, value in items:
             self.log(name, value, **kwargs)
 
     def optimizers(self, use_pl_optimizer: bool = True) -> Any:
@@ -192,6 +206,113 @@ class Module(nn.Module):
     def manual_backward(self, loss: torch.Tensor) -> None:
         """``loss.backward()`` through the precision plugin and with the backward events fired."""
         self.trainer._backward(loss)
+
+    # -- Lightning's helpers for manual optimization, freezing and loggers ------------------------------
+    def toggle_optimizer(self, optimizer: Any) -> None:
+        """Only ``optimizer``'s parameters compute gradients until :meth:`untoggle_optimizer`: every other
+        optimizer's parameters get ``requires_grad=False`` (their settings are kept and restored), as in
+        Lightning, so that a GAN's generator step leaves no gradients on the discriminator."""
+        optimizer = _unwrapped(optimizer)
+        saved: dict[nn.Parameter, bool] = {}
+        for opt in self.trainer.optimizers:
+            for group in opt.param_groups:
+                for param in group["params"]:
+                    if param not in saved:
+                        saved[param] = param.requires_grad
+                        param.requires_grad = False
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                param.requires_grad = saved[param]
+        self.__dict__["_surge_toggled"] = saved
+
+    def untoggle_optimizer(self, optimizer: Any) -> None:
+        """Give the other optimizers' parameters back the ``requires_grad`` they had before :meth:`toggle_optimizer`."""
+        optimizer = _unwrapped(optimizer)
+        saved: dict[nn.Parameter, bool] = self.__dict__.pop("_surge_toggled", {})
+        for opt in self.trainer.optimizers:
+            if opt is optimizer:
+                continue
+            for group in opt.param_groups:
+                for param in group["params"]:
+                    if param in saved:
+                        param.requires_grad = saved[param]
+
+    @contextlib.contextmanager
+    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+        """:meth:`toggle_optimizer` for the block, :meth:`untoggle_optimizer` after it (even if it raises)."""
+        self.toggle_optimizer(optimizer)
+        try:
+            yield
+        finally:
+            self.untoggle_optimizer(optimizer)
+
+    def clip_gradients(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip the gradients of ``optimizer``'s parameters, by their total norm (``"norm"``) or by value
+        (``"value"``), for manual optimization; unset arguments take the Trainer's ``gradient_clip_val`` and
+        ``gradient_clip_algorithm``, and contradicting them is an error (as in Lightning). Under ``16-mixed``
+        the gradients are unscaled first, so the value applies to the true gradients."""
+        config = self.trainer.config
+        if gradient_clip_val is None:
+            gradient_clip_val = config.gradient_clip_val or 0.0
+        elif config.gradient_clip_val is not None and config.gradient_clip_val != gradient_clip_val:
+            raise SurgeError(
+                f"{type(self).__name__}.clip_gradients(gradient_clip_val={gradient_clip_val!r}) contradicts "
+                f"Trainer(gradient_clip_val={config.gradient_clip_val!r}); set the value in one place only"
+            )
+        algorithm = config.gradient_clip_algorithm
+        if gradient_clip_algorithm is not None:
+            given = gradient_clip_algorithm.lower()
+            if "gradient_clip_algorithm" in config.model_fields_set and given != algorithm:
+                raise SurgeError(
+                    f"{type(self).__name__}.clip_gradients(gradient_clip_algorithm={gradient_clip_algorithm!r}) "
+                    f"contradicts Trainer(gradient_clip_algorithm={algorithm!r}); set it in one place only"
+                )
+            algorithm = given  # type: ignore[assignment]
+        if algorithm not in ("norm", "value"):
+            raise SurgeError(f"clip_gradients: gradient_clip_algorithm is {algorithm!r}; use 'norm' or 'value'")
+        if isinstance(gradient_clip_val, bool) or not isinstance(gradient_clip_val, (int, float)):
+            raise SurgeError(f"clip_gradients: gradient_clip_val must be an int or a float, got {gradient_clip_val!r}")
+        if gradient_clip_val <= 0:
+            return
+        from surge.loops import clip_gradients
+
+        optimizer = _unwrapped(optimizer)
+        self.trainer.precision_plugin.unscale_gradients(optimizer)
+        clip_gradients(optimizer, gradient_clip_val, algorithm)
+
+    def freeze(self) -> Module:
+        """No parameter computes gradients, and the module is in eval mode (for inference); returns it."""
+        for param in self.parameters():
+            param.requires_grad = False
+        return self.eval()
+
+    def unfreeze(self) -> Module:
+        """Every parameter computes gradients again, and the module is in training mode; returns it."""
+        for param in self.parameters():
+            param.requires_grad = True
+        return self.train()
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the module's parameters are on a CUDA device."""
+        return self.device.type == "cuda"
+
+    @property
+    def loggers(self) -> list[Any]:
+        """The Trainer's active logger objects (:attr:`surge.Trainer.loggers`); ``[]`` when not attached."""
+        return self._surge_trainer.loggers if self._surge_trainer is not None else []
+
+    @property
+    def logger(self) -> Any:
+        """The first of :attr:`loggers` (``None`` without any): ``self.logger.experiment`` is the
+        TensorBoard ``SummaryWriter`` or the MLflow client."""
+        loggers = self.loggers
+        return loggers[0] if loggers else None
 
     def save_hyperparameters(self, *names: str, ignore: Sequence[str] | str = ()) -> None:
         """Store the arguments of ``__init__`` in ``self.hparams`` (call it from ``__init__``): all of them, or
@@ -226,13 +347,28 @@ class Module(nn.Module):
     ) -> Any:
         """A new module built from the checkpoint's saved hyper-parameters (overridden by ``kwargs``) with the
         checkpoint's weights (:func:`surge.checkpoint.load`: a local path or fsspec URL, read with
-        ``weights_only`` unless ``trusted``). A sharded checkpoint must be consolidated first."""
+        ``weights_only`` unless ``trusted``). A sharded checkpoint must be consolidated first.
+
+        As in Lightning, the module's ``on_load_checkpoint(checkpoint)`` runs before the weights are loaded,
+        with the checkpoint dict (it may change it); a hook that takes ``event`` needs a running Trainer and
+        is left to ``fit(ckpt_path=...)``."""
         from surge import checkpoint as _checkpoint
 
         saved = _checkpoint.load(checkpoint_path, trusted=trusted)
         if "state_dict" not in saved:
             raise _checkpoint.CheckpointError(f"checkpoint {checkpoint_path} holds no 'state_dict' (sharded?)")
         model = cls(**{**saved.get("hparams", {}), **kwargs})
+        hook = getattr(model, "on_load_checkpoint", None)
+        if callable(hook):
+            required = [
+                p.name
+                for p in inspect.signature(hook).parameters.values()
+                if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            ]
+            if not required:
+                hook()
+            elif len(required) == 1 and required[0] not in ("event", "trainer"):
+                hook(saved)
         model.load_state_dict(saved["state_dict"], strict=strict)
         return model.to(map_location) if map_location is not None else model
 
@@ -263,13 +399,21 @@ class ManualOptimizer:
         return f"ManualOptimizer({self.optimizer!r})"
 
 
-_warned: set[str] = set()
+def _unwrapped(optimizer: Any) -> Any:
+    """The torch optimizer of what ``self.optimizers()`` handed out."""
+    return optimizer.optimizer if isinstance(optimizer, ManualOptimizer) else optimizer
 
 
-def _warn_unattached(name: str) -> None:
-    if name not in _warned:
-        _warned.add(name)
-        logger.warning("self.log({!r}) ignored: the module is not attached to a running Trainer", name)
+_warned: set[tuple[str, str]] = set()
+
+
+_BAREBONES = "Trainer(barebones=True) turns logging off (as Lightning's does)"
+
+
+def _warn_unattached(name: str, why: str) -> None:
+    if (name, why) not in _warned:
+        _warned.add((name, why))
+        logger.warning("self.log({!r}) ignored: {}", name, why)
 
 
 class DataModule:
@@ -310,8 +454,9 @@ class DataModule:
 
 
 def overrides(obj: object, base: type, name: str) -> bool:
-    """Whether ``type(obj)`` defines ``name`` itself rather than inheriting ``base``'s."""
-    return getattr(type(obj), name, None) is not getattr(base, name, None)
+    """Whether ``obj`` defines ``name`` itself, in its class or on the instance (``model.training_step = fn``),
+    rather than inheriting ``base``'s."""
+    return name in getattr(obj, "__dict__", ()) or getattr(type(obj), name, None) is not getattr(base, name, None)
 
 
 def _tensors(batch: Any) -> list[torch.Tensor]:

@@ -379,10 +379,12 @@ def resolve(
     environ: Mapping[str, str] | None = None,
     lab: Any = None,
     catalog: Any = None,
+    classes: Mapping[str, type] | None = None,
 ) -> RunConfig:
     """Merge ``files`` (in order) with the environment, ``overrides`` and the lab profile, and validate the
     result; every problem is reported at once. ``lab`` defaults to the active lab profile (``False``: none),
-    ``catalog`` to the plugins discovery finds."""
+    ``catalog`` to the plugins discovery finds. ``classes`` are class paths that name the classes given
+    (a class defined in a script, handed to ``LightningCLI``) without importing them."""
     from surge.settings import load_settings
 
     settings = load_settings()
@@ -421,8 +423,8 @@ def resolve(
                 problems.add(path, message)
 
     plugins = _plugin_section(data.get("plugins"), problems)
-    model = _class_section("model", data.get("model"), "Module", problems, required=True)
-    datamodule = _class_section("data", data.get("data"), "DataModule", problems, required=False)
+    model = _class_section("model", data.get("model"), "Module", problems, required=True, classes=classes)
+    datamodule = _class_section("data", data.get("data"), "DataModule", problems, required=False, classes=classes)
     seed = _seed(data.get("seed_everything"), problems)
     ckpt_path = data.get("ckpt_path")
     if ckpt_path is not None and not isinstance(ckpt_path, str):
@@ -605,7 +607,14 @@ def _active_plugins(
     return active
 
 
-def _class_section(section: str, value: Any, base: str | None, problems: _Problems, required: bool) -> ClassSpec | None:
+def _class_section(
+    section: str,
+    value: Any,
+    base: str | None,
+    problems: _Problems,
+    required: bool,
+    classes: Mapping[str, Any] | None = None,
+) -> ClassSpec | None:
     if value is None:
         if required:
             problems.add(
@@ -637,7 +646,7 @@ def _class_section(section: str, value: Any, base: str | None, problems: _Proble
     if not isinstance(class_path, str) or not class_path:
         problems.add(f"{section}.class_path", f"got {_short(class_path)}: a dotted path like package.module.Class")
         return None
-    cls = _import(class_path, f"{section}.class_path", problems)
+    cls = (classes or {}).get(class_path) or _import(class_path, f"{section}.class_path", problems)
     if cls is None:
         return None
     import surge

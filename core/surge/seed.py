@@ -32,5 +32,5 @@ def seed_everything(seed: int | None = None, workers: bool = False) -> int:
     except ImportError:  # numpy is optional
         pass
     torch.manual_seed(seed)  # seeds every CUDA device too
-    logger.debug("seed set to {}", seed)
+    logger.info("seed set to {}", seed)
     return seed

@@ -16,13 +16,16 @@ import torch
 from loguru import logger
 
 from surge import _data
+from surge import _lightning_v1 as lightning_v1
 from surge import checkpoint as _checkpoint
 from surge import events as ev
 from surge._activation import activate, named_providers, parse_requests, resolve_providers
 from surge._bus import Bus, Subscriber, Tier
+from surge._lightning_callbacks import unwrap
 from surge._metrics import MetricStore, to_host
 from surge._module_hooks import ModuleHooks
 from surge._plain import check_hparams, plain_hparams
+from surge._rank_zero import rank_zero_only
 from surge._resume import OpenBatch, ResumePoint
 from surge._storage import RunDirectory
 from surge.config import TrainerConfig, build_config
@@ -111,6 +114,7 @@ class Trainer:
         lab = resolve_lab(settings)
         if lab is not None:
             lab.verify()
+        options, self._v1 = lightning_v1.translate(options)  # Lightning 1.x arguments in their modern spelling
         self.config: TrainerConfig = build_config(
             options,
             defaults=lab.profile.trainer if lab else None,
@@ -165,6 +169,7 @@ class Trainer:
         self._last_fit: tuple[str, Module] | None = None  # how this Trainer's last fit ended, and its model
         self._checkpoint_requests: list[tuple[Callable[[Trainer], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
+        self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.loops)
         if self._bus.init_start:
             self._bus.init_start(ev.InitStart(self))
         if self._bus.init_end:
@@ -238,13 +243,50 @@ class Trainer:
         return self.module
 
     @property
+    def loggers(self) -> list[Any]:
+        """The active loggers (Lightning's ``trainer.loggers``): the objects of the plugins with
+        ``role="logger"`` and those passed in ``logger=[...]``, in the order ``logger=`` lists them."""
+        given = self.config.logger if isinstance(self.config.logger, (list, tuple)) else [self.config.logger]
+        records = self.catalog.records
+
+        def is_logger(s: Subscriber) -> bool:
+            record = records.get(s.name)
+            role = record.plugin.role if record is not None and record.plugin is not None else None
+            return role == "logger" or any(s.obj is obj for obj in given)
+
+        def place(s: Subscriber) -> int:
+            return next(
+                (i for i, g in enumerate(given) if g is s.obj or (isinstance(g, str) and g == s.name)), len(given)
+            )
+
+        return [s.obj for s in sorted(filter(is_logger, self._plugin_subscribers), key=place)]
+
+    @property
+    def logger(self) -> Any:
+        """The first of :attr:`loggers`, ``None`` without any."""
+        loggers = self.loggers
+        return loggers[0] if loggers else None
+
+    @property
+    def is_last_batch(self) -> bool:
+        """Whether the running training batch is the last of its epoch (``False`` while the loader's length
+        is unknown)."""
+        return self.state.batch_idx + 1 >= self.num_training_batches
+
+    @property
     def default_root_dir(self) -> str:
         return self.config.default_root_dir or os.getcwd()
 
     @property
     def run_dir(self) -> str | None:
-        """This Trainer's versioned run directory (``<default_root_dir>/surge_runs/version_N``), created by
-        its first run; an fsspec URL when ``default_root_dir`` is one."""
+        """This Trainer's versioned run directory (``<default_root_dir>/surge_runs/version_N``; an fsspec URL
+        when ``default_root_dir`` is one), created on first use, with the run's plugin set in ``plugins.json``:
+        by whatever writes into it (a logger, a checkpoint, a profiler) or reads this. So a run that writes
+        nothing leaves nothing on disk, as in Lightning. ``None`` on processes other than global rank zero."""
+        if self._run_dir is None and self.is_global_zero:
+            run_dir = RunDirectory.create(self.default_root_dir)
+            run_dir.write_text("plugins.json", json.dumps(self.plugin_set(), indent=2))
+            self._run_dir = run_dir
         return self._run_dir.url if self._run_dir else None
 
     log_dir = run_dir
@@ -269,6 +311,38 @@ class Trainer:
         """Handler names for ``event`` in the order they are called (the Module is ``"module"``)."""
         return self._bus.order(event)
 
+    # -- Lightning's callback accessors ---------------------------------------------------------------
+    @property
+    def callbacks(self) -> list[Any]:
+        """The active participant and observer objects (plugins built by name, and the objects passed in
+        ``callbacks=``/``plugins=``/``logger=``, a Lightning callback as itself), in registration order; providers
+        aside."""
+        return [unwrap(s.obj) for s in self._plugin_subscribers if s.tier is not Tier.PROVIDER]
+
+    def _callbacks_in_role(self, role: str) -> list[Any]:
+        # duck-typed, so that the core imports no plugin: the object says which accessor returns it (None: none now)
+        return [obj for obj in self.callbacks if getattr(obj, "surge_callback_role", None) == role]
+
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        """The active ``ModelCheckpoint`` objects (the default one unless it stands aside for yours)."""
+        return self._callbacks_in_role("checkpoint")
+
+    @property
+    def checkpoint_callback(self) -> Any:
+        """The first of :attr:`checkpoint_callbacks`, or ``None``."""
+        return next(iter(self.checkpoint_callbacks), None)
+
+    @property
+    def early_stopping_callbacks(self) -> list[Any]:
+        """The active ``EarlyStopping`` objects."""
+        return self._callbacks_in_role("early_stopping")
+
+    @property
+    def early_stopping_callback(self) -> Any:
+        """The first of :attr:`early_stopping_callbacks`, or ``None``."""
+        return next(iter(self.early_stopping_callbacks), None)
+
     # -- what handlers may change ---------------------------------------------------------------------
     def request_stop(self, reason: str) -> None:
         """Ask the run to stop at the next step boundary (after ``min_epochs``/``min_steps`` are met)."""
@@ -290,11 +364,12 @@ class Trainer:
                     ev.LogMetrics(self, values, self.global_step if step is None else step, self.current_epoch, source)
                 )
 
-    def _write_metrics(self, pending: dict[str, torch.Tensor], stage: str) -> None:
+    def _write_metrics(self, pending: dict[str, torch.Tensor], stage: str, step: int | None) -> None:
         if self._bus.log_metrics and self.is_global_zero:  # no subscriber: nothing is copied to the host
             values = to_host(pending)
             if values:
-                self._bus.log_metrics(ev.LogMetrics(self, values, self.global_step, self.current_epoch, stage))
+                step = self.global_step if step is None else step
+                self._bus.log_metrics(ev.LogMetrics(self, values, step, self.current_epoch, stage))
 
     def _log_hyperparams(self) -> None:
         if not (self._bus.log_hyperparams and self.is_global_zero):
@@ -335,6 +410,7 @@ class Trainer:
         load: only for files you trust.
         """
         loaders = {"train": train_dataloaders, "val": val_dataloaders}
+        ckpt_path = self._v1.before_fit(model, ckpt_path)  # Trainer(resume_from_checkpoint=, truncated_bptt_steps=)
         self._run("fit", model, datamodule, loaders, ckpt_path, trusted)
 
     def validate(
@@ -344,10 +420,15 @@ class Trainer:
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
         trusted: bool = False,
+        verbose: bool = True,
     ) -> list[dict[str, float]]:
         """Run one validation pass; returns one dict of epoch metrics per dataloader. ``ckpt_path`` (a path,
-        a URL, ``"best"``/``"last"``) loads weights first; ``trusted`` as in :meth:`fit`."""
-        return self._run("validate", model, datamodule, {"val": dataloaders}, ckpt_path, trusted)  # type: ignore[no-any-return]
+        a URL, ``"best"``/``"last"``) loads weights first; ``trusted`` as in :meth:`fit`. ``verbose`` prints
+        the results as a table (global rank zero), as Lightning does."""
+        results = self._run("validate", model, datamodule, {"val": dataloaders}, ckpt_path, trusted)
+        if verbose and results and self.is_global_zero:
+            print(_results_table(results, "validate"))
+        return results  # type: ignore[no-any-return]
 
     def test(
         self,
@@ -356,10 +437,14 @@ class Trainer:
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
         trusted: bool = False,
+        verbose: bool = True,
     ) -> list[dict[str, float]]:
-        """Run one test pass; returns one dict of epoch metrics per dataloader. ``ckpt_path`` and ``trusted``
-        as in :meth:`validate`."""
-        return self._run("test", model, datamodule, {"test": dataloaders}, ckpt_path, trusted)  # type: ignore[no-any-return]
+        """Run one test pass; returns one dict of epoch metrics per dataloader. ``ckpt_path``, ``trusted`` and
+        ``verbose`` as in :meth:`validate`."""
+        results = self._run("test", model, datamodule, {"test": dataloaders}, ckpt_path, trusted)
+        if verbose and results and self.is_global_zero:
+            print(_results_table(results, "test"))
+        return results  # type: ignore[no-any-return]
 
     def predict(
         self,
@@ -432,6 +517,7 @@ class Trainer:
         ckpt_path: str | None,
         trusted: bool = False,
     ) -> Any:
+        datamodule = _datamodule_in_loaders(stage, datamodule, loaders)
         model = self._check_inputs(stage, model, datamodule, loaders)
         continuation = self._continuation(model) if stage == "fit" and ckpt_path is None else None
         if stage == "fit":
@@ -461,11 +547,13 @@ class Trainer:
                     self._metrics.flush()  # values the checkpoint held reduced but unwritten: at their step
                 elif continuation is not None:
                     _checkpoint._restore(self, continuation, "the interrupted fit")
-                if stage != "predict":
+                if stage != "predict" and self.config.enable_autolog_hparams:
                     self._log_hyperparams()
                 from surge import loops
 
-                result = loops.run_stage(self, stage)
+                anomaly = stage == "fit" and self.config.detect_anomaly
+                with torch.autograd.set_detect_anomaly(True) if anomaly else contextlib.nullcontext():
+                    result = loops.run_stage(self, stage)
                 state.status = "finished"
             except (Interrupted, KeyboardInterrupt):
                 state.status, state.interrupted = "interrupted", True
@@ -550,10 +638,8 @@ class Trainer:
         return model
 
     def _setup(self, stage: str, loaders: dict[str, Any]) -> None:
-        self.strategy.setup_environment()
-        if self._run_dir is None and self.is_global_zero:
-            self._run_dir = RunDirectory.create(self.default_root_dir)
-            self._run_dir.write_text("plugins.json", json.dumps(self.plugin_set(), indent=2))
+        self.strategy.setup_environment()  # the run directory is made by its first user (run_dir)
+        rank_zero_only.rank = self.global_rank  # Lightning's @rank_zero_only follows the running Trainer
         dm = self.datamodule
         if dm is not None and self._should_prepare_data():
             dm.prepare_data()
@@ -567,7 +653,8 @@ class Trainer:
             self._bus.setup(ev.Setup(self, fit_stage))  # type: ignore[arg-type]
         self._load_dataloaders(stage, loaders)
         if stage == "fit":
-            self.optimizers, self.lr_scheduler_configs = _parse_optimizers(self.module.configure_optimizers())
+            manual = not self.module.automatic_optimization
+            self.optimizers, self.lr_scheduler_configs = _parse_optimizers(self.module.configure_optimizers(), manual)
             if self.module.automatic_optimization and len(self.optimizers) > 1:
                 raise SurgeError(
                     f"{type(self.module).__name__}.configure_optimizers returned {len(self.optimizers)} optimizers; "
@@ -659,9 +746,12 @@ class Trainer:
             self._val_source = lambda: source("val", "val_dataloader")
             if stage == "fit" and not overrides(self.module, Module, "validation_step"):
                 self._val_source = lambda: None  # nothing to validate with: skip validation, as Lightning does
-                if passed.get("val") is not None:
+                given = _val_data_given(passed.get("val"), self.datamodule, self.module)
+                if given:  # told without calling val_dataloader(), as Lightning does
                     logger.warning(
-                        "fit() got val_dataloaders but {} defines no validation_step; validation is skipped",
+                        "fit() has validation data ({}) but {} defines no validation_step; validation is "
+                        "skipped. Define validation_step(self, batch, batch_idx) to validate",
+                        given,
                         type(self.module).__name__,
                     )
             self._set_val_loaders(self._val_source())
@@ -709,6 +799,7 @@ class Trainer:
         ]
         sanity = loop.num_sanity_val_steps
         self.num_sanity_val_batches = [n if sanity == -1 else min(n, sanity) for n in self.num_val_batches]
+        self._metrics.eval_steps.clear()  # new loaders: Lightning counts their per-batch log steps from 0
 
     def reload_dataloaders(self) -> None:
         """Ask the data source for fresh training and validation loaders (``reload_dataloaders_every_n_epochs``)."""
@@ -777,8 +868,50 @@ class Trainer:
         self._checkpoint_requests = []
 
 
-def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
-    """Accept every form ``configure_optimizers`` may return (see :meth:`surge.Module.configure_optimizers`)."""
+def _val_data_given(passed: Any, datamodule: DataModule | None, module: Module) -> str:
+    """Where ``fit``'s validation data would come from, told without building it ('' when nowhere)."""
+    if passed is not None:
+        return "val_dataloaders"
+    if datamodule is not None and overrides(datamodule, DataModule, "val_dataloader"):
+        return f"{type(datamodule).__name__}.val_dataloader()"
+    if callable(getattr(module, "val_dataloader", None)):
+        return f"{type(module).__name__}.val_dataloader()"
+    return ""
+
+
+def _results_table(results: list[dict[str, Any]], stage: str) -> str:
+    """Lightning's table of ``validate``/``test`` results: a row per metric, a column per dataloader."""
+    names = sorted({name.split("/dataloader_idx_")[0] for result in results for name in result})
+    rows = [[f"{stage.capitalize()} metric", *(f"DataLoader {i}" for i in range(len(results)))]]
+    for name in names:
+        cells = [name]
+        for i, result in enumerate(results):
+            value = result.get(name, result.get(f"{name}/dataloader_idx_{i}"))
+            cells.append(" " if value is None else str(value))
+        rows.append(cells)
+    width = max(25, *(len(cell) for row in rows for cell in row))
+    bar = "─" * (width * len(rows[0]))
+    lines = ["".join(cell.center(width) for cell in row).rstrip() for row in rows]
+    return "\n".join([bar, lines[0], bar, *lines[1:], bar])
+
+
+def _datamodule_in_loaders(stage: str, datamodule: DataModule | None, loaders: dict[str, Any]) -> DataModule | None:
+    """A DataModule passed where loaders go (``fit(model, dm)``, ``test(model, dm)``) is the datamodule, as
+    Lightning takes it; it is taken out of ``loaders``."""
+    for kind, value in loaders.items():
+        if isinstance(value, DataModule):
+            if datamodule is not None:
+                raise SurgeError(
+                    f"trainer.{stage}() got a DataModule in the dataloaders' place ({type(value).__name__}) and "
+                    f"datamodule={type(datamodule).__name__}; pass one of them"
+                )
+            datamodule, loaders[kind] = value, None
+    return datamodule
+
+
+def _parse_optimizers(result: Any, manual: bool = False) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:
+    """Accept every form ``configure_optimizers`` may return (see :meth:`surge.Module.configure_optimizers`).
+    In manual optimization the user steps the schedulers, so a ``ReduceLROnPlateau`` needs no ``monitor``."""
 
     def scheduler_config(item: Any, monitor: str | None = None) -> LRSchedulerConfig:
         # ``monitor`` may also sit next to the optimizer: {"optimizer", "lr_scheduler", "monitor"}
@@ -798,10 +931,12 @@ def _parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[LR
             raise SurgeError(
                 f"configure_optimizers: lr_scheduler interval must be 'epoch' or 'step', got {config.interval!r}"
             )
-        if isinstance(config.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) and config.monitor is None:
+        plateau = isinstance(config.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+        if plateau and config.monitor is None and not manual:
             raise SurgeError(
                 "configure_optimizers: ReduceLROnPlateau needs a metric; return "
-                "{'optimizer': opt, 'lr_scheduler': {'scheduler': sched, 'monitor': 'val_loss'}}"
+                "{'optimizer': opt, 'lr_scheduler': {'scheduler': sched, 'monitor': 'val_loss'}} (or step it "
+                "yourself with automatic_optimization = False)"
             )
         return config
 

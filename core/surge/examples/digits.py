@@ -54,6 +54,9 @@ class DigitsDataModule(surge.DataModule):
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()
 
+    def predict_dataloader(self) -> DataLoader:
+        return self.val_dataloader()  # the held-out images: `surge predict` saves their predicted digits
+
 
 class DigitsClassifier(surge.Module):
     """64 pixels -> 128 hidden units -> 10 classes, Adam with a cosine schedule."""
@@ -77,6 +80,9 @@ class DigitsClassifier(surge.Module):
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
         self._evaluate(batch, "test")
+
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
+        return self(batch[0]).argmax(-1)  # the predicted digit of each image
 
     def _evaluate(self, batch: Any, prefix: str) -> None:
         x, y = batch

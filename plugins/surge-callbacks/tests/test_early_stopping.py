@@ -78,6 +78,8 @@ def test_stops_where_the_hand_computation_says(fit):
         "best_epoch": 2,
         "stopped_epoch": HAND_STOP_EPOCH,
         "patience": 2,
+        "stopping_reason": 3,  # EarlyStoppingReason.PATIENCE_EXHAUSTED, Lightning's value
+        "stopping_reason_message": trainer.state.stop_reason,
     }
 
 

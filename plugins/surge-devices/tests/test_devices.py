@@ -28,7 +28,7 @@ def test_installed_entry_point_points_to_the_provider() -> None:
     assert plugin is surge_devices.plugin
     assert plugin.kind == "provider"
     assert {slot: sorted(names) for slot, names in plugin.provides.items()} == {
-        "accelerator": ["cpu", "cuda", "mps"],
+        "accelerator": ["cpu", "cuda", "gpu", "mps"],
         "strategy": ["single_device"],
     }
 
@@ -63,8 +63,8 @@ def test_mps_unavailable_is_a_clear_error(make_trainer) -> None:  # type: ignore
 
 
 def test_unknown_accelerator_lists_the_valid_names(make_trainer) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ProviderError, match=r"no accelerator named 'gpu'\..* Valid names: cpu, cuda, mps\b"):
-        make_trainer(accelerator="gpu")
+    with pytest.raises(ProviderError, match=r"no accelerator named 'npu'\..* Valid names: cpu, cuda, gpu, mps\b"):
+        make_trainer(accelerator="npu")
 
 
 # -- devices ----------------------------------------------------------------------------------------------

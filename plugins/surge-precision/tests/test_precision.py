@@ -12,6 +12,7 @@ import pytest
 import surge
 import surge_precision
 import torch
+from loguru import logger
 from surge.errors import ProviderError
 from surge.testing import TinyDataModule, TinyModule, assert_discovered
 
@@ -238,6 +239,30 @@ def test_mixed_modes_run_steps_under_autocast(precision, dtype, tmp_path) -> Non
     assert trainer.precision_plugin.autocast(torch.device("cpu")) is trainer.precision_plugin.autocast(
         torch.device("cpu")
     )
+
+
+def test_16_mixed_on_the_cpu_stays_float16_and_says_once_how_lightning_differs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A decision (README, "*-mixed"): float16 with its GradScaler, as asked, where Lightning 2.x switches to
+    bf16-mixed on the CPU; one warning per Trainer, with the way to Lightning's numbers."""
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(str(m)), level="WARNING", format="{message}")
+    try:
+        trainer = fit("16-mixed", tmp_path, _Probe(), max_epochs=1)
+        trainer.validate(trainer.module, datamodule=TinyDataModule())
+        told = [m for m in messages if "Lightning switches to 'bf16-mixed' on the CPU" in m]
+        fit("bf16-mixed", tmp_path, max_epochs=1)
+    finally:
+        logger.remove(sink)
+    assert trainer.module.seen["train.matmul"] == {torch.float16} and trainer.precision_plugin.scale is not None
+    assert len(told) == 1 and "Pass precision='bf16-mixed' for Lightning's numbers" in told[0]
+    assert [m for m in messages if "Lightning switches" in m] == told  # bf16-mixed: nothing to say
+    try:
+        import lightning
+    except ImportError:  # the claim about Lightning is checked where it is installed (the bench extra)
+        return
+    with pytest.warns(UserWarning, match="Using `precision='bf16-mixed'` instead"):
+        reference = lightning.Trainer(accelerator="cpu", precision="16-mixed", logger=False)
+    assert reference.precision == "bf16-mixed"
 
 
 def test_cast_floating_keeps_structure_and_non_float_tensors() -> None:

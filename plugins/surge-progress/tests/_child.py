@@ -42,7 +42,7 @@ def main(settings: dict) -> None:
     )
     model = Logged()
     trainer.fit(model, datamodule=TinyDataModule())
-    trainer.test(model, datamodule=TinyDataModule())
+    trainer.test(model, datamodule=TinyDataModule(), verbose=False)  # the progress lines only, no results table
     print("child done", flush=True)
 
 

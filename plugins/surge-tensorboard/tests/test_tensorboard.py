@@ -313,8 +313,9 @@ def test_writer_for_records_of_ones_own(fit, tb):
 
 
 def test_nothing_is_written_on_a_rank_other_than_zero(fit, tb, monkeypatch):
-    """The core creates the run directory while it is rank zero; a participant then turns this process into
-    rank one (before the logger's ``setup``), and feeds the logger events the core would only send rank zero."""
+    """A participant makes the run directory while this process is rank zero (reading ``run_dir``), then turns
+    it into rank one (before the logger's ``setup``), and feeds the logger events the core would only send rank
+    zero."""
     rank = {"zero": True}
     monkeypatch.setattr(surge.Trainer, "is_global_zero", property(lambda self: rank["zero"]))
     tensorboard = TensorBoardLogger(log_graph=True, histograms_every_n_epochs=1)
@@ -324,6 +325,7 @@ def test_nothing_is_written_on_a_rank_other_than_zero(fit, tb, monkeypatch):
 
         @surge.hookimpl
         def setup(self, event: events.Setup) -> None:
+            assert event.trainer.run_dir is not None
             rank["zero"] = False
 
         @surge.hookimpl

@@ -21,7 +21,7 @@ import surge
 
 from surge_callbacks._accumulation import AccumulationConfig, GradientAccumulationScheduler
 from surge_callbacks._device_stats import DeviceStatsConfig, DeviceStatsMonitor
-from surge_callbacks._early_stopping import EarlyStopping, EarlyStoppingConfig
+from surge_callbacks._early_stopping import EarlyStopping, EarlyStoppingConfig, EarlyStoppingReason
 from surge_callbacks._grad_norm import GradNormConfig, GradNormTracker
 from surge_callbacks._nan_guard import NaNGuard, NaNGuardConfig, NonFiniteError, first_non_finite
 from surge_callbacks._timer import Timer, TimerConfig, parse_duration
@@ -32,6 +32,7 @@ __all__ = [
     "DeviceStatsMonitor",
     "EarlyStopping",
     "EarlyStoppingConfig",
+    "EarlyStoppingReason",
     "GradNormConfig",
     "GradNormTracker",
     "GradientAccumulationScheduler",

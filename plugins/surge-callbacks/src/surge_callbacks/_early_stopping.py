@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 import surge
@@ -12,7 +13,17 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from surge import events as ev
 
-__all__ = ["EarlyStopping", "EarlyStoppingConfig"]
+__all__ = ["EarlyStopping", "EarlyStoppingConfig", "EarlyStoppingReason"]
+
+
+class EarlyStoppingReason(Enum):
+    """Why :class:`EarlyStopping` stopped the fit (``stopping_reason``); Lightning's names and values."""
+
+    NOT_STOPPED = 0
+    STOPPING_THRESHOLD = 1
+    DIVERGENCE_THRESHOLD = 2
+    PATIENCE_EXHAUSTED = 3
+    NON_FINITE_METRIC = 4
 
 
 class EarlyStoppingConfig(BaseModel):
@@ -55,6 +66,9 @@ class EarlyStopping:
     stops where the uninterrupted one would have. Arguments are those of :class:`EarlyStoppingConfig`.
     """
 
+    surge_callback_role = "early_stopping"
+    """``trainer.early_stopping_callback(s)`` returns the instances marked so."""
+
     def __init__(
         self,
         monitor: str = "val_loss",
@@ -95,6 +109,10 @@ class EarlyStopping:
         self.best_score = math.inf if self.mode == "min" else -math.inf
         self.best_epoch = -1
         self.stopped_epoch = -1
+        self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
+        """Why this callback stopped the fit, as Lightning's :class:`EarlyStoppingReason`."""
+        self.stopping_reason_message: str | None = None
+        """The same in words (what ``trainer.state.stop_reason`` holds); ``None`` while not stopped."""
         # per run
         self._at_train_epoch_end = bool(self.check_on_train_epoch_end)
         self._warned_missing = False
@@ -125,6 +143,8 @@ class EarlyStopping:
             "best_epoch": self.best_epoch,
             "stopped_epoch": self.stopped_epoch,
             "patience": self.patience,
+            "stopping_reason": self.stopping_reason.value,
+            "stopping_reason_message": self.stopping_reason_message,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -132,6 +152,8 @@ class EarlyStopping:
         self.best_score = float(state["best_score"])
         self.best_epoch = int(state.get("best_epoch", -1))
         self.stopped_epoch = int(state["stopped_epoch"])
+        self.stopping_reason = EarlyStoppingReason(state.get("stopping_reason", 0))
+        self.stopping_reason_message = state.get("stopping_reason_message")
 
     # -- events ----------------------------------------------------------------------------------------
     @surge.hookimpl
@@ -170,20 +192,22 @@ class EarlyStopping:
                 logger.warning("{}; the check is skipped (strict=False)", message)
                 self._warned_missing = True
             return
-        reason = self._evaluate(float(value), trainer.current_epoch)  # one host copy per check
-        if reason is not None and not trainer.should_stop:
-            self.stopped_epoch = trainer.current_epoch
+        found = self._evaluate(float(value), trainer.current_epoch)  # one host copy per check
+        if found is not None and not trainer.should_stop:
+            self.stopping_reason, reason = found
+            self.stopped_epoch, self.stopping_reason_message = trainer.current_epoch, reason
             trainer.request_stop(reason)
 
-    def _evaluate(self, current: float, epoch: int) -> str | None:
-        """Update the state with this check's value; the reason to stop, or ``None``."""
-        name, better = self.monitor, self._better
+    def _evaluate(self, current: float, epoch: int) -> tuple[EarlyStoppingReason, str] | None:
+        """Update the state with this check's value; why to stop (the reason and its words), or ``None``."""
+        name, better, why = self.monitor, self._better, EarlyStoppingReason
         if self.check_finite and not math.isfinite(current):
-            return f"{name} = {current} is not finite; {self._best_text()}"
+            return why.NON_FINITE_METRIC, f"{name} = {current} is not finite; {self._best_text()}"
         if self.stopping_threshold is not None and better(current, self.stopping_threshold, 0.0, inclusive=True):
-            return f"{name} = {_fmt(current)} reached the stopping threshold {_fmt(self.stopping_threshold)}"
+            threshold = _fmt(self.stopping_threshold)
+            return why.STOPPING_THRESHOLD, f"{name} = {_fmt(current)} reached the stopping threshold {threshold}"
         if self.divergence_threshold is not None and better(self.divergence_threshold, current, 0.0):
-            return (
+            return why.DIVERGENCE_THRESHOLD, (
                 f"{name} = {_fmt(current)} is worse than the divergence threshold "
                 f"{_fmt(self.divergence_threshold)}; {self._best_text()}"
             )
@@ -203,7 +227,7 @@ class EarlyStopping:
             )
         if self.wait_count >= self.patience:
             checks = "check" if self.wait_count == 1 else "checks"
-            return (
+            return why.PATIENCE_EXHAUSTED, (
                 f"{name} did not improve by {_fmt(self.min_delta)} for {self.wait_count} {checks}; {self._best_text()}"
             )
         return None

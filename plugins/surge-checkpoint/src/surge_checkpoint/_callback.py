@@ -218,6 +218,12 @@ class ModelCheckpoint:
         """The bus name of an instance passed in ``plugins=[...]`` (distinct settings give distinct names)."""
         return self.state_key
 
+    @property
+    def surge_callback_role(self) -> str | None:
+        """``trainer.checkpoint_callback(s)`` returns this instance, unless it is the default one standing aside."""
+        trainer = self._trainer() if self._trainer else None
+        return None if trainer is not None and self._stands_aside(trainer) else "checkpoint"
+
     def __repr__(self) -> str:
         return self.state_key
 

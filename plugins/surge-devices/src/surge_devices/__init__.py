@@ -1,4 +1,5 @@
-"""Single-device accelerators (``cpu``, ``cuda``, ``mps``) and the ``single_device`` strategy.
+"""Single-device accelerators (``cpu``, ``cuda``, ``mps``, and Lightning's ``gpu``) and the ``single_device``
+strategy.
 
 Written against the public API only (``surge.Plugin``, ``surge.Accelerator``, ``surge.Strategy``), exactly
 as a third-party backend would be.
@@ -10,8 +11,9 @@ from typing import ClassVar
 
 import surge
 import torch
+from surge.errors import ProviderError
 
-__all__ = ["CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "SingleDeviceStrategy", "plugin"]
+__all__ = ["CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "SingleDeviceStrategy", "gpu_accelerator", "plugin"]
 
 
 class CPUAccelerator(surge.Accelerator):
@@ -78,6 +80,22 @@ class MPSAccelerator(surge.Accelerator):
         torch.mps.synchronize()
 
 
+def gpu_accelerator() -> surge.Accelerator:
+    """Lightning's ``accelerator="gpu"``: the machine's GPU backend, chosen as Lightning chooses it (MPS where
+    it is available, else CUDA). ``devices`` then means what it means for that backend: a count, a list of
+    indices, ``"0,1"``, ``-1`` for all of them, ``"auto"`` for one."""
+    for backend in (MPSAccelerator, CUDAAccelerator):
+        if backend.is_available():
+            return backend()
+    cuda = torch.version.cuda
+    build = f"built with CUDA {cuda}" if cuda else "a CPU-only build, without CUDA"
+    raise ProviderError(
+        "trainer.accelerator: 'gpu' (plugin 'devices' from surge-devices) found no GPU on this machine: "
+        f"torch.cuda.is_available() is False (torch {torch.__version__}, {build}) and MPS is not available. "
+        "Use accelerator='auto' (the best device present) or 'cpu', or install a torch build for your GPU"
+    )
+
+
 class SingleDeviceStrategy(surge.Strategy):
     """One process, one device: the model and each batch are moved there; collectives are identities."""
 
@@ -101,8 +119,9 @@ plugin = surge.Plugin(
     name="devices",
     kind="provider",
     provides={
-        "accelerator": {"cpu": CPUAccelerator, "cuda": CUDAAccelerator, "mps": MPSAccelerator},
+        # "gpu" is a function, not a class: "auto" chooses among the classes only
+        "accelerator": {"cpu": CPUAccelerator, "cuda": CUDAAccelerator, "mps": MPSAccelerator, "gpu": gpu_accelerator},
         "strategy": {"single_device": SingleDeviceStrategy},
     },
-    description="single-device accelerators cpu, cuda, mps and the single_device strategy",
+    description="single-device accelerators cpu, cuda, mps (and gpu: cuda or mps) and the single_device strategy",
 )

@@ -128,6 +128,8 @@ class FSDPStrategy(DDPStrategy):
         module = module.to(self.root_device)
         if self.world_size == 1 or isinstance(module, FSDPModule):
             return module
+        if self.sync_batchnorm:  # before sharding, as DDP converts before wrapping
+            module = nn.SyncBatchNorm.convert_sync_batchnorm(module)
         mesh = init_device_mesh(self.root_device.type, (self.world_size,))
         options: dict[str, Any] = {
             "mesh": mesh,

@@ -146,6 +146,24 @@ class MLflowLogger:
         self._open = False  # the run is RUNNING on our behalf
         self._error: BaseException | None = None
         self._names: dict[str, str] = {}  # logged metric name -> MLflow name
+        self._other_rank = False  # the last run's setup found this process is not global rank zero
+
+    @property
+    def experiment(self) -> Any:
+        """Lightning's ``logger.experiment``: the ``mlflow.tracking.MlflowClient`` of the tracking store this
+        logger writes to, for calls of your own on :attr:`run_id` (``self.logger.experiment.log_text(
+        self.logger.run_id, text, "notes.txt")``). There once the run is open (from ``fit_start``, or the
+        ``setup`` of validate and test) and after it. On ranks other than zero, which log nothing, an object
+        whose every method does nothing, as Lightning's."""
+        if self.store is not None:
+            return self.store.client
+        if self._other_rank:
+            return _NoExperiment()
+        raise surge.SurgeError(
+            "mlflow: logger.experiment (the MlflowClient) exists once this logger has opened its run: from "
+            "fit_start on (the steps, on_train_start, ...), or from the setup of validate and test; not in "
+            "the Module's setup or configure_optimizers, which run before"
+        )
 
     # -- state --------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -161,6 +179,7 @@ class MLflowLogger:
     # -- events -------------------------------------------------------------------------------------------
     @surge.hookimpl
     def setup(self, event: ev.Setup) -> None:
+        self._other_rank = not event.trainer.is_global_zero
         if not event.trainer.is_global_zero or event.stage == "predict":
             return
         self._stage, self._error = event.stage, None
@@ -401,3 +420,17 @@ def _user() -> str:
         return getpass.getuser()
     except Exception:  # no user name in this environment (some containers)
         return "unknown"
+
+
+class _NoExperiment:
+    """What ``experiment`` is on ranks other than zero: every method call does nothing (Lightning's
+    ``DummyExperiment``), so a step that logs an artifact runs unchanged on every process."""
+
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return self._nothing
+
+    def __getitem__(self, key: Any) -> _NoExperiment:
+        return self

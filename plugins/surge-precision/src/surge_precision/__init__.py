@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import surge
 import torch
+from loguru import logger
 from torch import nn
 
 __all__ = [
@@ -160,6 +161,19 @@ class FP16MixedPrecision(MixedPrecision):
         self._hooked: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self.last_step_skipped = False
         self.skipped_steps = 0
+        self._told_cpu = False
+
+    @surge.hookimpl
+    def setup(self, event: Any) -> None:
+        # Float16 it is, as asked: torch autocasts and scales on the CPU too. Lightning 2.x switches to
+        # bf16-mixed there instead, so a ported program's numbers differ: say so once, with the way to match
+        trainer = event.trainer
+        if trainer.strategy.root_device.type == "cpu" and not self._told_cpu and trainer.is_global_zero:
+            self._told_cpu = True
+            logger.warning(
+                "precision='16-mixed' on the CPU runs float16 autocast with a GradScaler, as on CUDA; Lightning "
+                "switches to 'bf16-mixed' on the CPU instead. Pass precision='bf16-mixed' for Lightning's numbers"
+            )
 
     def _make_scaler(self, device: torch.device) -> torch.amp.GradScaler:
         scaler = torch.amp.GradScaler(device.type)

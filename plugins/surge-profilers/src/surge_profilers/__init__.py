@@ -17,7 +17,7 @@ from __future__ import annotations
 import surge
 
 from surge_profilers._advanced import AdvancedProfiler, AdvancedProfilerConfig
-from surge_profilers._base import EventProfiler, ProfilerConfig, Spans
+from surge_profilers._base import EventProfiler, PassThroughProfiler, ProfilerConfig, Spans
 from surge_profilers._pytorch import PyTorchProfiler, PyTorchProfilerConfig
 from surge_profilers._simple import SimpleProfiler, SimpleProfilerConfig, Stat
 
@@ -25,6 +25,7 @@ __all__ = [
     "AdvancedProfiler",
     "AdvancedProfilerConfig",
     "EventProfiler",
+    "PassThroughProfiler",
     "ProfilerConfig",
     "PyTorchProfiler",
     "PyTorchProfilerConfig",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import IO, Any, ClassVar, Literal, TypeVar
 
 import fsspec
@@ -13,7 +14,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from surge.config import format_validation_error
 from surge.events import EVENTS, Event, span_of
 
-__all__ = ["EventProfiler", "ProfilerConfig", "Spans"]
+__all__ = ["EventProfiler", "PassThroughProfiler", "ProfilerConfig", "Spans"]
+
+CUSTOM = "profile"
+"""The event name the spans of :meth:`EventProfiler.profile` open and close with (no event of the bus)."""
 
 # Phases of the training loop that no event pair names: they lie between events. ``data_fetch`` is the
 # loop getting the next batch (from the end of ``train_epoch_start`` or of the previous batch's
@@ -82,6 +86,10 @@ class ProfilerConfig(BaseModel):
 
     stream: Literal["stderr", "stdout"] | None = "stderr"
     """Where the report is printed when a run ends (global rank zero); ``None``: files only."""
+    filename: str | None = None
+    """Lightning's: write the report to ``<dirpath>/<stage>-<filename>.txt`` (appended to) instead of printing it."""
+    dirpath: str | None = None
+    """Lightning's: the directory (or fsspec URL) of ``filename``'s file; ``None``: the run directory."""
 
 
 C = TypeVar("C", bound=BaseModel)
@@ -109,8 +117,10 @@ class EventProfiler:
 
     def __init__(self, config: ProfilerConfig) -> None:
         self.stream = config.stream
+        self.filename, self.dirpath = config.filename, config.dirpath
         self.spans = Spans()
         self.stage: str | None = None
+        self._in_run = False  # from setup to the report at teardown: when profile() records
         self.files: list[str] = []
         """The files the last report wrote (URLs or paths in the run directory)."""
 
@@ -127,11 +137,37 @@ class EventProfiler:
         if name == "setup" and payload is not None:
             self.stage = getattr(payload, "stage", None)
             self._setup(payload.trainer)
+            self._in_run = True
         elif name == "teardown" and payload is not None:
             for _, span in self.spans.close_all():
                 self._close(span, name, now)
+            self._in_run = False
             self._finish(payload.trainer, getattr(payload, "stage", None) or "fit")
         self._leave()
+
+    # -- actions of your own (Lightning's profiler API) ------------------------------------------------
+    @contextlib.contextmanager
+    def profile(self, action_name: str) -> Iterator[None]:
+        """Lightning's ``profiler.profile(name)``: the block is an action of its own, ``action_name``, in
+        the report (nested in the span around it). Outside a run the block just runs."""
+        self.start(action_name)
+        try:
+            yield
+        finally:
+            self.stop(action_name)
+
+    def start(self, action_name: str) -> None:
+        """Open the action ``action_name`` (Lightning's ``profiler.start``); :meth:`stop` closes it."""
+        if self._in_run:
+            _, span = self.spans.open(action_name)
+            self._open(span, CUSTOM, time.perf_counter())
+
+    def stop(self, action_name: str) -> None:
+        """Close the action ``action_name`` and any opened inside it."""
+        if self._in_run:
+            now = time.perf_counter()
+            for _, span in self.spans.close(action_name):
+                self._close(span, CUSTOM, now)
 
     # -- what subclasses implement ------------------------------------------------------------------
     def _enter(self, now: float) -> None:
@@ -157,7 +193,16 @@ class EventProfiler:
     def _finish(self, trainer: surge.Trainer, stage: str) -> None:
         self.files = []
         text = self._report(trainer, stage)
-        if self.stream is not None and trainer.is_global_zero and text:
+        if self.filename is not None and trainer.is_global_zero and text:  # Lightning's report file
+            directory = self.dirpath or trainer.run_dir
+            if directory is not None:
+                url = f"{directory.rstrip('/')}/{stage}-{self.filename}.txt"
+                fs, path = fsspec.core.url_to_fs(url)
+                fs.makedirs(fs._parent(path), exist_ok=True)
+                with fs.open(path, "a") as f:
+                    f.write(text if text.endswith("\n") else f"{text}\n")
+                self.files.append(url)
+        elif self.stream is not None and trainer.is_global_zero and text:
             out: IO[str] = sys.stdout if self.stream == "stdout" else sys.stderr
             out.write(text if text.endswith("\n") else f"{text}\n")
             out.flush()
@@ -175,6 +220,21 @@ class EventProfiler:
         with fsspec.open(url, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         self.files.append(url)
+
+
+class PassThroughProfiler:
+    """Lightning's profiler that records nothing, for code that takes a profiler when none is given:
+    ``profile(name)`` runs the block, ``start``/``stop`` do nothing."""
+
+    @contextlib.contextmanager
+    def profile(self, action_name: str) -> Iterator[None]:
+        yield
+
+    def start(self, action_name: str) -> None:
+        pass
+
+    def stop(self, action_name: str) -> None:
+        pass
 
 
 def _handler(event_name: str) -> Any:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import surge
 from pydantic import Field
 
-from surge_profilers._base import EventProfiler, ProfilerConfig, validated
+from surge_profilers._base import CUSTOM, EventProfiler, ProfilerConfig, validated
 
 __all__ = ["SimpleProfiler", "SimpleProfilerConfig", "Stat"]
 
@@ -116,7 +116,8 @@ class SimpleProfiler(EventProfiler):
         self._recording = True
 
     def _open(self, span: str, event: str, now: float) -> None:
-        self._unsettled.append(len(self._starts))
+        if event != CUSTOM:  # an action of the user's starts now, not when an event's handlers have returned
+            self._unsettled.append(len(self._starts))
         self._starts.append(now)
 
     def _close(self, span: str, event: str, now: float) -> None:

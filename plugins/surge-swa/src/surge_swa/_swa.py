@@ -7,6 +7,7 @@ moved to its device.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Iterator, Mapping
@@ -202,7 +203,7 @@ class StochasticWeightAveraging:
         recomputed = _has_batch_norm(module)
         if recomputed:
             with trainer.precision_plugin.autocast(trainer.strategy.root_device):
-                update_bn(_training_inputs(trainer), module)
+                _update_bn(trainer, module)
         logger.info(
             "swa: the Module now holds the average of {} epochs{}",
             self.n_averaged,
@@ -303,6 +304,47 @@ class StochasticWeightAveraging:
         assert self.scheduler is not None
         for group, lr in zip(self.scheduler.optimizer.param_groups, self._lrs, strict=True):
             group["lr"] = lr
+
+
+def _update_bn(trainer: surge.Trainer, module: surge.Module) -> None:
+    """``torch.optim.swa_utils.update_bn`` over one epoch of training batches. A Module without ``forward``
+    (Lightning code often computes in ``training_step`` only) is run through ``training_step`` instead, under
+    ``no_grad``, as Lightning recomputes the statistics with an epoch of training steps without backward; its
+    ``self.log`` calls are dropped there, this pass being no part of the run."""
+    if type(module).forward is not nn.Module.forward:
+        update_bn(_training_inputs(trainer), module)
+        return
+    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in norms]
+    was_training = module.training
+    step = module.training_step
+    with_index = _takes_batch_idx(step)
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average over the pass, as update_bn computes
+    module.train()
+    module.__dict__.update(log=_unlogged, log_dict=_unlogged)  # instance attributes shadow the methods
+    try:
+        with torch.no_grad():
+            for index, batch in enumerate(_training_inputs(trainer)):
+                step(batch, index) if with_index else step(batch)
+    finally:
+        del module.__dict__["log"], module.__dict__["log_dict"]
+        for norm, momentum in zip(norms, momenta, strict=True):
+            norm.momentum = momentum
+        module.train(was_training)
+
+
+def _unlogged(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _takes_batch_idx(step: Any) -> bool:
+    """Whether ``training_step`` takes ``batch_idx`` (Lightning's rule: two positional parameters or more,
+    one named ``batch_idx``, or ``*args``)."""
+    params = list(inspect.signature(step).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.name == "batch_idx" or p.kind is p.VAR_POSITIONAL for p in params)
 
 
 def _has_batch_norm(module: nn.Module) -> bool:

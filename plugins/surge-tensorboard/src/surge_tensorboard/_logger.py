@@ -80,6 +80,7 @@ class TensorBoardLogger:
         self._graph_dir: str | None = None  # the directory the graph was last written to
         self._epoch_step: int | None = None  # the step the ``epoch`` scalar was last written at
         self._gradients_due = False
+        self._other_rank = False  # the last run's setup found this process is not global rank zero
 
     @property
     def surge_unused_hooks(self) -> frozenset[str]:
@@ -95,12 +96,28 @@ class TensorBoardLogger:
         (``add_image``, ``add_text``, ...): ``None`` outside a run and on ranks other than zero."""
         return self._open() if self._active else None
 
+    @property
+    def experiment(self) -> Any:
+        """Lightning's ``logger.experiment``: the run's ``SummaryWriter`` (:attr:`writer`), as
+        ``self.logger.experiment.add_image(...)`` in a step uses it. On ranks other than zero, which write
+        nothing, an object whose every method does nothing, as Lightning's; outside a run, an error."""
+        if self._active:
+            return self._open()
+        if self._other_rank:
+            return _NoExperiment()
+        raise surge.SurgeError(
+            "tensorboard: logger.experiment is the SummaryWriter of a running fit, validate or test, open from the "
+            "logger's setup to its teardown; use it in the steps and the on_* hooks (from on_fit_start), or read "
+            f"the event files in log_dir ({self.log_dir or 'no run yet'}) afterwards"
+        )
+
     # -- run brackets -----------------------------------------------------------------------------------
     @surge.hookimpl
     def setup(self, event: ev.Setup) -> None:
         trainer = event.trainer
         self._close()
         self._hparams_written, self._epoch_step, self._gradients_due = False, None, False
+        self._other_rank = not trainer.is_global_zero
         self._active = trainer.is_global_zero and trainer.run_dir is not None
         if not self._active:
             self.log_dir = None  # setup fires on every rank; only global rank zero has a run directory
@@ -235,3 +252,17 @@ class TensorBoardLogger:
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()
+
+
+class _NoExperiment:
+    """What ``experiment`` is on ranks other than zero: every method call does nothing (Lightning's
+    ``DummyExperiment``), so a step that writes images runs unchanged on every process."""
+
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return self._nothing
+
+    def __getitem__(self, key: Any) -> _NoExperiment:
+        return self

@@ -54,6 +54,8 @@ class Tuner:
         val_dataloaders: Any = None,
         datamodule: surge.DataModule | None = None,
         *,
+        dataloaders: Any = None,
+        method: str = "fit",
         min_lr: float = 1e-8,
         max_lr: float = 1.0,
         num_training: int = 100,
@@ -71,6 +73,9 @@ class Tuner:
         ``learning_rate``: wherever the model has it as an attribute or ``hparams`` entry, and on the
         DataModule if it has it. Returns the :class:`LRFinder` (``results``, ``suggestion()``, ``plot()``).
         """
+        datamodule = _lightning_data("lr_find", train_dataloaders, dataloaders, datamodule, method)
+        if datamodule is train_dataloaders:
+            train_dataloaders = None
         settings: LRFindSettings = _validate(
             LRFindSettings,
             {
@@ -142,6 +147,8 @@ class Tuner:
         val_dataloaders: Any = None,
         datamodule: surge.DataModule | None = None,
         *,
+        dataloaders: Any = None,
+        method: str = "fit",
         mode: str = "power",
         steps_per_trial: int = 3,
         init_val: int = 2,
@@ -157,6 +164,9 @@ class Tuner:
         it is; the loaders must read it: pass a ``datamodule`` or define ``train_dataloader()`` on the
         model, not ``train_dataloaders=``.
         """
+        datamodule = _lightning_data("scale_batch_size", train_dataloaders, dataloaders, datamodule, method)
+        if datamodule is train_dataloaders:
+            train_dataloaders = None
         settings: ScaleBatchSizeSettings = _validate(
             ScaleBatchSizeSettings,
             {
@@ -184,6 +194,7 @@ class Tuner:
                 "the loaders read, or pass batch_arg_name=..."
             )
         original = read_attribute(owners, name)
+        whole: list[int] = []  # the training set's size, once one batch holds all of it
 
         def try_size(size: int) -> Outcome:
             set_attribute(owners, name, size)
@@ -218,6 +229,8 @@ class Tuner:
                 raise KeyboardInterrupt("Tuner.scale_batch_size was interrupted; the model is as it was")
             logger.info("batch size finder: {} = {} fits", name, size)
             batches = trial.num_training_batches
+            if batches == 1:
+                whole[:] = [n for n in [_samples(trial.train_dataloader)] if n is not None]
             return "too_large" if batches == 0 else "fits_all" if batches == 1 else "fits"
 
         try:
@@ -225,9 +238,39 @@ class Tuner:
         except BaseException:
             set_attribute(owners, name, original)
             raise
+        if whole and found > whole[0]:  # a batch larger than the training set holds nothing more
+            logger.info("batch size finder: {} = {} holds the whole training set of {}", name, found, whole[0])
+            found = whole[0]
         set_attribute(owners, name, found)
         logger.info("batch size finder: set {} = {}", name, found)
         return found
+
+
+def _samples(loader: Any) -> int | None:
+    """How many samples an epoch of ``loader`` draws (its sampler's length, a rank's share under ddp)."""
+    try:
+        return len(loader.sampler)
+    except (AttributeError, TypeError):  # a combined loader, an iterable dataset
+        return None
+
+
+def _lightning_data(
+    finder: str, train_dataloaders: Any, dataloaders: Any, datamodule: surge.DataModule | None, method: str
+) -> surge.DataModule | None:
+    """Lightning's ways to pass data to a finder: a DataModule where the training loaders go (``lr_find(model,
+    dm)``); ``dataloaders``/``method`` for another stage than ``fit``, which the finders here do not search."""
+    if method != "fit" or dataloaders is not None:
+        raise surge.SurgeError(
+            f"Tuner.{finder}(method={method!r}, dataloaders=...): the finders here run trial fits only; call "
+            f"{finder} with the training data (train_dataloaders=, a datamodule, or the model's train_dataloader())"
+        )
+    if isinstance(train_dataloaders, surge.DataModule):
+        if datamodule is not None:
+            raise surge.SurgeError(
+                f"Tuner.{finder}() got two DataModules (in train_dataloaders and datamodule); pass one"
+            )
+        return train_dataloaders
+    return datamodule
 
 
 def _check_model(model: Any, finder: str) -> None:

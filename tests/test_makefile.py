@@ -1,0 +1,63 @@
+"""The Makefile's two set-up commands, read with ``make -n`` (printed, not run) against a virtual environment
+that does not exist yet: `make demo` installs what the demo needs, `make test` adds the rest, and
+``TORCH_INDEX_URL`` reaches the torch install only."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[1]
+DEMO_PLUGINS = {"surge-devices", "surge-checkpoint", "surge-csv", "surge-progress"}
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _plan(tmp_path: Path, target: str, *variables: str) -> list[str]:
+    done = subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}", *variables],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return [line.rstrip() for line in done.stdout.splitlines()]
+
+
+def _installs(plan: list[str]) -> list[str]:
+    return [line for line in plan if " -m pip install " in line]
+
+
+def _plugins(line: str) -> set[str]:
+    return {word.removeprefix("plugins/") for word in line.split() if word.startswith("plugins/surge-")}
+
+
+def test_demo_installs_torch_the_core_and_the_default_plugins_only(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "demo")
+    torch_line, project_line = _installs(plan)[1:]
+    assert '"torch==2.13.0"' in torch_line and "--index-url" not in torch_line
+    assert '-e ".[standard,examples]"' in project_line and _plugins(project_line) == DEMO_PLUGINS
+    assert not any(word in " ".join(plan) for word in ("test]", "bench", "surge-mlflow", "-m pytest"))
+    assert plan[-1].endswith("surge fit")
+
+
+def test_test_adds_every_plugin_the_test_tools_and_lightning(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "test")
+    installs = _installs(plan)
+    assert installs[:3] == _installs(_plan(tmp_path, "demo"))  # the demo's set-up first
+    (rest,) = installs[3:]
+    assert '-e ".[standard,examples,test,bench]"' in rest  # bench: Lightning, for tests/test_porting.py
+    assert _plugins(rest) == {p.name for p in (REPO / "plugins").glob("surge-*")}
+    assert plan[-1].endswith("-m pytest")
+
+
+def test_torch_index_url_is_passed_to_the_torch_install_only(tmp_path: Path) -> None:
+    index = (tmp_path / "index").as_uri()
+    plan = _plan(tmp_path, "test", f"TORCH_INDEX_URL={index}", "TORCH_SPEC=torch==2.13.0+cpu")
+    with_index = [line for line in _installs(plan) if "--index-url" in line]
+    assert with_index == [line for line in _installs(plan) if "torch==" in line]
+    assert f'--index-url "{index}" "torch==2.13.0+cpu"' in with_index[0]
