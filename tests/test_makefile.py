@@ -5,6 +5,7 @@ that does not exist yet: `make demo` installs what the demo needs, `make test` a
 from __future__ import annotations
 
 import shutil
+import os
 import subprocess
 from pathlib import Path
 
@@ -17,9 +18,13 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 
 def _plan(tmp_path: Path, target: str, *variables: str) -> list[str]:
+    # Under `make test` (CI), the parent make's MAKEFLAGS/MAKELEVEL would make this a sub-make that prints
+    # "Entering/Leaving directory" lines: run it as a make of its own.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
     done = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path / 'venv'}", *variables],
+        ["make", "--no-print-directory", "-n", target, f"VENV={tmp_path / 'venv'}", *variables],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         check=True,

@@ -216,6 +216,7 @@ def _report(command: str, trainer: Any, result: Any) -> None:
         print(f"run directory: {trainer.run_dir}")
         if command == "fit" and any(s["name"] == "csv" for s in trainer.plugin_set()):
             print(f"plot its metrics: surge plot {trainer.run_dir}")
+    sys.stdout.flush()  # the report is out before the interpreter's shutdown (where gloo can abort a process)
 
 
 def _tune(trainer: Any, model: Any, data: Any) -> int:
