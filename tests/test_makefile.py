@@ -4,8 +4,8 @@ that does not exist yet: `make demo` installs what the demo needs, `make test` a
 
 from __future__ import annotations
 
-import shutil
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
