@@ -4,8 +4,11 @@ training data's position.
 A checkpoint saved during ``fit`` records where the loop stands (epoch, batches done in it, whether the
 validation after the last batch already ran, whether only the epoch's end remains), any gradients of an
 open accumulation window, the RNG states at that moment (python, numpy, torch, every CUDA device, the
-train loader's generators) and the RNG states the train loader drew its order from when the epoch began
-(captured once per epoch, never per step). A resumed ``fit`` continues from that point:
+train loader's generators and the RNG objects its sampler or dataset holds) and the RNG states the train
+loader drew its order from when the epoch began (captured once per epoch, never per step). What it records
+is a position the loop can continue from exactly, not simply the live state: see :func:`resumable_state`
+for a save during a validation, after a batch that raised, or after a stop that cut the epoch short
+(docs/resume.md has the contract). A resumed ``fit`` continues from that point:
 
 * between epochs: the RNG states are put back before the next ``train_epoch_start``;
 * mid-epoch: a loader with its own ``state_dict``/``load_state_dict`` restores itself. For any other
@@ -18,10 +21,9 @@ train loader's generators) and the RNG states the train loader drew its order fr
 
 Limits: several train loaders (combined) are replayed from the epoch's start, which is exact unless one
 of them draws from the global RNG mid-epoch (a shorter loader restarting in ``max_size_cycle`` mode);
-randomness inside loader workers (augmentations with ``num_workers > 0``) is reseeded per epoch
-by PyTorch and is not replayed for the rest of a resumed epoch; ``persistent_workers`` loaders draw their
-worker seed once per loader, not once per epoch; epoch-level metrics of a resumed epoch cover the batches
-after the resume.
+randomness inside the workers of a map-style loader (augmentations with ``num_workers > 0``) is not
+replayed for the rest of a resumed epoch (the resume warns); ``persistent_workers`` loaders draw their
+worker seed once per loader, not once per epoch.
 """
 
 from __future__ import annotations
