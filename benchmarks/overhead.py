@@ -5,7 +5,9 @@ round (raw, surge, ..., raw, surge, ...; the order rotates each round), and repo
 paired comparisons against the raw loop of the same round. ``--model tiny`` (the default): 32 -> 64 -> 64 ->
 10, batch 32, where a step's compute is tens of microseconds, so the ratio is nearly all framework cost;
 ``--model medium``: 1024 -> 1024 -> 1024 -> 1024 -> 10 (four layers, 4.2 M parameters), batch 64, about 10-20
-ms of compute a step on one CPU thread: the ratio a real model of that size sees.
+ms of compute a step on one CPU thread: the ratio a real model of that size sees. ``--device cuda``: the same
+variants on the first GPU (the raw loop moves each batch with ``non_blocking=True``, as Surge does; the clocks
+are read after ``torch.cuda.synchronize()``); ``benchmarks/gpu_check.py`` runs it so.
 
 What is timed: whole training epochs. Each run builds its model, optimizer and trainer (not timed), runs one
 warm-up epoch (not timed), then ``--epochs`` epochs that are timed from the start of the first timed epoch to
@@ -40,6 +42,7 @@ Usage::
     python benchmarks/overhead.py --json out.json # and the raw samples as JSON
     python benchmarks/overhead.py --quick         # a smoke run (seconds, numbers meaningless)
     python benchmarks/overhead.py --model medium --rounds 5 --batches 30 --no-empty-plugins
+    python benchmarks/overhead.py --device cuda --no-empty-plugins   # on the GPU, against a raw CUDA loop
 
 Numbers are only meaningful relative to the raw row of the same run; the machine is assumed noisy.
 """
@@ -125,10 +128,12 @@ def make_net(spec: ModelSpec = MODELS["tiny"]) -> nn.Module:
 
 
 class Workload:
-    """One dataset, one DataLoader object shared by every variant, and one initial set of weights."""
+    """One dataset, one DataLoader object shared by every variant, one initial set of weights, and the device
+    every variant trains on (the loader yields CPU tensors: each variant moves them, as a user's loop would)."""
 
-    def __init__(self, batches_per_epoch: int, seed: int = 0, model: str = "tiny") -> None:
+    def __init__(self, batches_per_epoch: int, seed: int = 0, model: str = "tiny", device: str = "cpu") -> None:
         self.spec = spec = MODELS[model]
+        self.device = torch.device(device)
         gen = torch.Generator().manual_seed(seed)
         n = batches_per_epoch * spec.batch
         x = torch.randn(n, spec.widths[0], generator=gen)
@@ -155,6 +160,12 @@ def now() -> Clocks:
     return time.perf_counter(), time.thread_time()
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously), so that a clock read next includes it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def since(start: Clocks, end: Clocks | None = None) -> Clocks:
     end = end or now()
     return end[0] - start[0], end[1] - start[1]
@@ -171,7 +182,8 @@ Runner = Callable[[Workload, int, str], tuple[Clocks, dict[str, Any]]]
 
 
 def run_raw(work: Workload, epochs: int, tmp: str) -> tuple[Clocks, dict[str, Any]]:
-    net = work.fresh_net()
+    device = work.device
+    net = work.fresh_net().to(device)
     optimizer = make_optimizer(net.parameters())
     loader = work.loader
     net.train()
@@ -183,11 +195,22 @@ def run_raw(work: Workload, epochs: int, tmp: str) -> tuple[Clocks, dict[str, An
             loss.backward()
             optimizer.step()
 
-    epoch()  # warm-up
+    def device_epoch() -> None:  # the same loop, each batch moved first (as Surge's strategy moves it)
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(net(x), y)
+            loss.backward()
+            optimizer.step()
+
+    run_epoch = epoch if device.type == "cpu" else device_epoch
+    run_epoch()  # warm-up
+    synchronize(device)
     gc.collect()
     start = now()
     for _ in range(epochs):
-        epoch()
+        run_epoch()
+    synchronize(device)
     return since(start), {}
 
 
@@ -225,11 +248,13 @@ class SurgeEpochTimer:
     @surge.hookimpl
     def train_epoch_start(self, event: Any) -> None:
         if event.epoch == self.warmup:
+            synchronize(event.trainer.strategy.root_device)
             gc.collect()
             self.start = now()
 
     @surge.hookimpl
     def train_end(self, event: Any) -> None:
+        synchronize(event.trainer.strategy.root_device)
         self.end = now()
 
     def elapsed(self) -> Clocks:
@@ -257,7 +282,14 @@ def _surge_runner(options: dict[str, Any], log: bool, empty_plugins: str | None 
 
     def run(work: Workload, epochs: int, tmp: str) -> tuple[Clocks, dict[str, Any]]:
         timer = SurgeEpochTimer(warmup=1)
-        kwargs: dict[str, Any] = {"max_epochs": 1 + epochs, "default_root_dir": tmp, "plugins": [timer], **options}
+        kwargs: dict[str, Any] = {
+            "max_epochs": 1 + epochs,
+            "default_root_dir": tmp,
+            "plugins": [timer],
+            "accelerator": work.device.type,  # not "auto": on a GPU machine that would leave a CPU raw row behind
+            "devices": 1,
+            **options,
+        }
         with _empty_plugins_env(empty_plugins), _quiet():
             trainer = surge.Trainer(**kwargs)
             module = SurgeModule(work.fresh_net(), log=log)
@@ -332,10 +364,12 @@ if HAVE_LIGHTNING:
 
         def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
             if trainer.current_epoch == self.warmup:
+                synchronize(pl_module.device)
                 gc.collect()
                 self.start = now()
 
         def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            synchronize(pl_module.device)
             self.end = now()
 
     def _lightning_runner(mode: str) -> Runner:
@@ -344,7 +378,13 @@ if HAVE_LIGHTNING:
 
         def run(work: Workload, epochs: int, tmp: str) -> tuple[Clocks, dict[str, Any]]:
             timer = LightningEpochTimer(warmup=1)
-            options: dict[str, Any] = {"max_epochs": 1 + epochs, "default_root_dir": tmp, "callbacks": [timer]}
+            options: dict[str, Any] = {
+                "max_epochs": 1 + epochs,
+                "default_root_dir": tmp,
+                "callbacks": [timer],
+                "accelerator": work.device.type,
+                "devices": 1,  # Lightning's "auto" takes every GPU (and DDP) on a machine with several
+            }
             if mode == "bare":
                 options.update(SURGE_MINIMAL)
             elif mode == "logging":
@@ -370,10 +410,12 @@ if HAVE_LIGHTNING:
 # -- the interleaved measurement ------------------------------------------------------------------------
 
 
-def measure(variants: dict[str, Runner], rounds: int, epochs: int, batches: int, model: str = "tiny") -> dict[str, Any]:
+def measure(
+    variants: dict[str, Runner], rounds: int, epochs: int, batches: int, model: str = "tiny", device: str = "cpu"
+) -> dict[str, Any]:
     """Run every variant once per round, rotating the order; return per-round seconds per step."""
     torch.set_num_threads(1)
-    work = Workload(batches, model=model)
+    work = Workload(batches, model=model, device=device)
     steps = epochs * batches
     names = list(variants)
     samples: dict[str, dict[str, list[float]]] = {clock: {n: [] for n in names} for clock in CLOCKS}
@@ -519,6 +561,8 @@ def run_empty_plugin_child(args: argparse.Namespace) -> dict[str, Any]:
             str(args.batches),
             "--model",
             args.model,
+            "--device",
+            args.device,
         ]
         subprocess.run(cmd, check=True, env=env)
         return json.loads(out.read_text())  # type: ignore[no-any-return]
@@ -536,6 +580,7 @@ def environment() -> dict[str, Any]:
         "torch_threads": 1,
         "surge": surge.__version__,
         "lightning": getattr(L, "__version__", None) if HAVE_LIGHTNING else None,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
     return env
 
@@ -543,9 +588,11 @@ def environment() -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
     model = cfg.get("model", "tiny")
+    device = cfg.get("device", "cpu")
+    where = "1 thread" if device == "cpu" else f"on {device}, 1 CPU thread"
     lines = [
         (
-            f"### Per-step overhead vs a raw PyTorch loop ({model} {MODELS[model].describe()}, SGD, 1 thread; "
+            f"### Per-step overhead vs a raw PyTorch loop ({model} {MODELS[model].describe()}, SGD, {where}; "
             f"{cfg['rounds']} interleaved rounds x {cfg['epochs']} timed epochs x "
             f"{cfg['batches']} steps)"
         ),
@@ -632,9 +679,15 @@ def build_variants(child: bool) -> dict[str, Runner]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    config = {"rounds": args.rounds, "epochs": args.epochs, "batches": args.batches, "model": args.model}
+    config = {
+        "rounds": args.rounds,
+        "epochs": args.epochs,
+        "batches": args.batches,
+        "model": args.model,
+        "device": args.device,
+    }
     if args.child_empty_plugins:
-        measured = measure(build_variants(child=True), args.rounds, args.epochs, args.batches, args.model)
+        measured = measure(build_variants(child=True), args.rounds, args.epochs, args.batches, args.model, args.device)
         samples = measured["samples_s_per_step"]
         return {
             "config": config,
@@ -644,7 +697,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             },
             **measured,
         }
-    measured = measure(build_variants(child=False), args.rounds, args.epochs, args.batches, args.model)
+    measured = measure(build_variants(child=False), args.rounds, args.epochs, args.batches, args.model, args.device)
     samples = measured["samples_s_per_step"]
     result = {
         "config": config,
@@ -668,11 +721,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="tiny",
         help="the workload: " + "; ".join(f"{name}: {spec.describe()}" for name, spec in MODELS.items()),
     )
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="where every variant trains (cuda: the first GPU)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results and raw samples as JSON")
     parser.add_argument("--no-empty-plugins", action="store_true", help="skip the 20-empty-plugins child")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, 1 epoch of 20 steps (medium: 5)")
     parser.add_argument("--child-empty-plugins", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error(
+            f"--device cuda: torch.cuda.is_available() is False (torch {torch.__version__}, CUDA build: "
+            f"{torch.version.cuda}); run on a machine with a GPU and a CUDA build of torch, or use --device cpu"
+        )
     if args.quick:  # a medium step takes milliseconds: fewer of them
         args.rounds, args.epochs, args.batches = 2, 1, 20 if args.model == "tiny" else 5
     return args

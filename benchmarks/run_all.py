@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import checkpoint  # noqa: E402 - the benchmarks are scripts beside this one, not a package
+import compile as compile_bench  # noqa: E402 - benchmarks/compile.py (the name would shadow the builtin)
 import ddp  # noqa: E402
 import discovery  # noqa: E402
 import import_time  # noqa: E402
@@ -173,6 +174,21 @@ def summary_table(results: dict[str, Any]) -> str:
         f"{_seconds(lightning_save)} | "
         f"{_ratio(lightning_save['median_s'] / bare if lightning_save else None)} |"
     )
+    comp = results.get("compile")
+    if comp is not None:
+        c, size = comp["summary"], comp["config"]["model"]
+        wall, cpu = c["wall"], c["cpu"]
+        us, per = wall["step_us"], wall["compiled_vs_eager"]
+        rows += [
+            f"| torch.compile, {size} model: compiled step (raw: `torch.compile(net)` in the raw loop) | "
+            f"{us['raw-compiled']:,.0f} us | {us['surge-compiled']:,.0f} us | {wall['surge_vs_raw']['compiled']:.3f}x "
+            f"(cpu {cpu['surge_vs_raw']['compiled']:.3f}x) | — | — |",
+            f"| torch.compile, {size} model: compiled / eager step time | {per['raw']:.3f}x | {per['surge']:.3f}x | "
+            f"{per['surge'] / per['raw']:.3f}x | — | — |",
+            f"| torch.compile, {size} model: compile time (first step minus a compiled step) | "
+            f"{c['compile_s']['raw-compiled']:.2f} s | {c['compile_s']['surge-compiled']:.2f} s | "
+            f"{c['compile_time_ratio']:.2f}x | — | — |",
+        ]
     if dist is not None:
         ds = ddp.summary(dist)
         steps = dist["steps"]
@@ -190,7 +206,9 @@ def summary_table(results: dict[str, Any]) -> str:
             "`self.log` each step; optional plugins off: `logger=False, enable_checkpointing=False, "
             "enable_progress_bar=False, enable_model_summary=False`, no `self.log`. Lightning: the same settings on "
             "`lightning.Trainer`. Discovery: Lightning has no plugin discovery. DDP: both from the start of "
-            "training (after process group, wrapper and loaders) to its end; no Lightning run."
+            "training (after process group, wrapper and loaders) to its end; no Lightning run. torch.compile: "
+            "inductor with torch's defaults, surge-compile's plugin against `torch.compile(net)` in the raw loop, "
+            "optional plugins off, every round compiling from scratch (benchmarks/compile.py)."
         ),
     ]
     if not tiny["environment"].get("lightning"):
@@ -204,6 +222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", metavar="PATH", help="write every result as one JSON file")
     parser.add_argument("--markdown", metavar="PATH", help="write the summary table (README's) to this file")
     parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process DDP run")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile run (a minute or two)")
     parser.add_argument(
         "--no-instructions", action="store_true", help="skip the callgrind instruction counts (about 8 minutes)"
     )
@@ -216,6 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         disc = run_benchmark("discovery.py", extra, Path(tmp, "discovery.json"))
         ckpt = run_benchmark("checkpoint.py", extra, Path(tmp, "checkpoint.json"))
         dist = None if args.no_ddp else run_benchmark("ddp.py", extra, Path(tmp, "ddp.json"))
+        comp = None if args.no_compile else run_benchmark("compile.py", extra, Path(tmp, "compile.json"))
         instr = None
         if not args.no_instructions and shutil.which("valgrind"):
             short = ["--batches", "20", "--long", "2"] if args.quick else []
@@ -227,6 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "discovery": disc,
         "checkpoint": ckpt,
         "ddp": dist,
+        "compile": comp,
         "instructions": instr,
     }
     env = ovh.get("environment", {})
@@ -260,6 +281,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         checkpoint.markdown(ckpt),
         "",
         ddp.markdown(dist) if dist else "(2-process DDP skipped: --no-ddp)",
+        "",
+        compile_bench.markdown(comp) if comp else "(torch.compile skipped: --no-compile)",
     ]
     print("\n".join(report))
     if args.markdown:

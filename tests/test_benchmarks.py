@@ -43,6 +43,7 @@ def test_import_benchmark_smoke(tmp_path):
     assert json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_instruction_benchmark_child_and_report() -> None:
     """The callgrind run itself takes minutes (``make bench``); here its child runs without valgrind and the
     report is built from known counts."""
@@ -119,6 +120,28 @@ def test_discovery_benchmark_smoke(tmp_path):
     assert f"| ratio +{count} / 0 |" in proc.stdout
 
 
+@pytest.mark.slow
+def test_compile_benchmark_smoke(tmp_path):
+    out = tmp_path / "compile.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "compile.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    result = json.loads(out.read_text())
+    variants = {"raw-eager", "raw-compiled", "surge-eager", "surge-compiled"}
+    assert set(result["step_s"]["wall"]) == set(result["step_s"]["cpu"]) == set(result["first_step_s"]) == variants
+    # both Surge variants trained the same steps, and only the compiled one compiled, through the plugin
+    info = result["info"]
+    assert info["surge-compiled"]["global_step"] == info["surge-eager"]["global_step"] > 0
+    assert "compile" in info["surge-compiled"]["plugins"] and "compile" not in info["surge-eager"]["plugins"]
+    assert info["surge-compiled"]["compile_seconds"] > 0 and info["surge-eager"]["compile_seconds"] is None
+    assert "| compiled / eager step time |" in proc.stdout
+
+
+@pytest.mark.slow
 def test_soak_benchmark_smoke(tmp_path):
     out = tmp_path / "soak.json"
     proc = subprocess.run(
@@ -207,6 +230,19 @@ def test_run_all_summary_table_from_known_results() -> None:
             },
         },
         "ddp": {"samples": {"reference": [4.0], "surge": [5.0]}, "ratios": [0.8], "steps": 512.0},
+        "compile": {
+            "config": {"model": "medium"},
+            "summary": {
+                "wall": {
+                    "step_us": {"raw-compiled": 9_000.0, "surge-compiled": 9_090.0},
+                    "compiled_vs_eager": {"raw": 0.9, "surge": 0.9},
+                    "surge_vs_raw": {"compiled": 1.01},
+                },
+                "cpu": {"surge_vs_raw": {"compiled": 1.02}},
+                "compile_s": {"raw-compiled": 10.0, "surge-compiled": 11.0},
+                "compile_time_ratio": 1.1,
+            },
+        },
     }
     table = run_all.summary_table(results)
     assert "| step time, tiny model, optional plugins off | 100 us | 101 us | 1.010x (cpu 1.010x) | 200 us |" in table
@@ -219,3 +255,6 @@ def test_run_all_summary_table_from_known_results() -> None:
     assert "| 50.0 ms | 55.0 ms | 1.10x | — | — |" in table
     assert "| 0.500 s | 0.600 s | 1.20x | 0.300 s | 1.50x |" in table  # Lightning against bare torch.save
     assert "| 4.00 s | 5.00 s | 1.25x | — | — |" in table
+    assert "| 9,000 us | 9,090 us | 1.010x (cpu 1.020x) | — | — |" in table
+    assert "| torch.compile, medium model: compiled / eager step time | 0.900x | 0.900x | 1.000x | — | — |" in table
+    assert "| 10.00 s | 11.00 s | 1.10x | — | — |" in table

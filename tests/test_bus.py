@@ -581,3 +581,34 @@ def test_a_subscriber_can_switch_off_handlers_it_does_not_need(make_trainer: Any
         trainer.fit(TinyModule(), datamodule=TinyDataModule())
         assert plugin.calls == calls and plugin.ended  # its other handlers still run
         assert ("optional" in trainer.event_order("train_batch_end")) is per_step
+
+
+def test_dispatchers_are_timed_only_for_a_profiler_with_a_handler_timer(hidden: Any, make_trainer: Any) -> None:
+    from surge.events.bus import _TimedDispatch
+
+    class Timing:
+        surge_name = "timing_profiler"
+
+        def __init__(self) -> None:
+            self.timed: list[tuple[str, str]] = []
+
+        def handler_timer(self, event: str, name: str, start: float, end: float) -> None:
+            self.timed.append((event, name))
+
+        @surge.hookimpl
+        def fit_start(self, event: Any) -> None: ...
+
+    class Plain:  # a profiler without handler_timer (like surge-profilers' advanced one)
+        surge_name = "plain_profiler"
+
+        @surge.hookimpl
+        def fit_start(self, event: Any) -> None: ...
+
+    def timed(profiler: Any) -> list[str]:
+        trainer = make_trainer(plugins=[subscriber("a")], profiler=profiler, **SHORT)
+        _fit(trainer)
+        return [name for name in ev.EVENTS if isinstance(getattr(trainer._bus, name), _TimedDispatch)]
+
+    timing = Timing()
+    assert "train_batch_end" in timed(timing) and ("train_batch_end", "a") in timing.timed
+    assert timed(None) == [] and timed(Plain()) == []

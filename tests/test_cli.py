@@ -21,7 +21,7 @@ from surge.cli import main
 
 def _surge() -> list[str]:
     script = Path(sys.executable).with_name("surge")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "surge.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "surge"]
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +51,7 @@ def _json_rows(runs: dict) -> dict[str, dict]:
     return {row["name"]: row for row in document["plugins"]}
 
 
+@pytest.mark.slow
 def test_plugins_json_follows_the_documented_schema(runs: dict) -> None:
     rc, out, err = runs["json"].wait()
     assert rc == 0, err
@@ -69,6 +70,7 @@ def test_plugins_json_follows_the_documented_schema(runs: dict) -> None:
     assert devices["provides"] == {"accelerator": ["cpu", "cuda", "gpu", "mps"], "strategy": ["single_device"]}
 
 
+@pytest.mark.slow
 def test_plugins_json_shows_status_and_reason(runs: dict) -> None:
     rows = _json_rows(runs)
     alpha, beta, broken = rows["tp-alpha"], rows["tp-beta"], rows["tp-broken"]
@@ -81,6 +83,7 @@ def test_plugins_json_shows_status_and_reason(runs: dict) -> None:
     assert rows["tp-zeta"]["distribution"] == rows["tp-eta"]["distribution"] == "surge-test-pair"
 
 
+@pytest.mark.slow
 def test_plugins_table(runs: dict) -> None:
     rc, out, err = runs["table"].wait()
     assert rc == 0, err
@@ -99,6 +102,7 @@ def test_plugins_table(runs: dict) -> None:
     assert "tp-beta" not in loaded_from and "tp-broken" not in loaded_from  # blocked, failed: not imported
 
 
+@pytest.mark.slow
 def test_plugins_table_rows_fit_the_terminal_and_say_where_the_rest_is(runs: dict) -> None:
     rc, out, err = runs["narrow"].wait()
     assert rc == 0, err
@@ -112,6 +116,7 @@ def test_plugins_table_rows_fit_the_terminal_and_say_where_the_rest_is(runs: dic
     assert max(map(len, whole.split("\n\nloaded from:\n")[0].splitlines())) > 120
 
 
+@pytest.mark.slow
 def test_fit_trains_the_digits_example_and_reports_its_run_directory(runs: dict) -> None:
     rc, out, err = runs["fit"].wait()
     assert rc == 0, f"{out}\n{err}"
@@ -127,6 +132,7 @@ def test_fit_trains_the_digits_example_and_reports_its_run_directory(runs: dict)
     assert {entry["distribution"] for entry in plugin_set} >= {"surge-devices"}
 
 
+@pytest.mark.slow
 def test_python_dash_m_surge_is_the_command(tmp_path: Path) -> None:
     import subprocess
 
@@ -139,6 +145,7 @@ def test_python_dash_m_surge_is_the_command(tmp_path: Path) -> None:
     assert bare.returncode == 2 and bare.stdout.startswith("usage: surge ")
 
 
+@pytest.mark.slow
 def test_no_command_prints_help_and_exits_2(runs: dict) -> None:
     rc, out, err = runs["none"].wait()
     assert rc == 2

@@ -1,6 +1,6 @@
 """Run configs: ``surge fit|validate|test|predict --config run.yaml`` with overrides, precedence, errors,
 ``--print-config`` round trips, help, completion and the examples. In-process through :func:`surge.cli.main`
-and :func:`surge.runconfig.resolve`, with real files in ``tmp_path``."""
+and :func:`surge.cli.runconfig.resolve`, with real files in ``tmp_path``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import surge
 import yaml
-from surge import runconfig
-from surge.cli import main
+from surge.cli import main, runconfig
 from surge.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -392,7 +391,7 @@ def test_the_ddp_example_prints_its_banner_and_report_once(tmp_path: Path) -> No
     args = ["fit", "-c", str(EXAMPLES / "digits-ddp.yaml"), *short, f"--trainer.default_root_dir={tmp_path}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SURGE_")}
     done = subprocess.run(
-        [sys.executable, "-m", "surge.cli", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240
+        [sys.executable, "-m", "surge", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240
     )
     # gloo can abort a process while the interpreter shuts down after all work is done (README, Known limits):
     # that exit status is accepted, with the output of a finished run

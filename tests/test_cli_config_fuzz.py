@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from surge import runconfig
+from surge.cli import runconfig
 from surge.config import TrainerConfig
 from surge.errors import ConfigError
 from surge.plugins import discover

@@ -16,10 +16,10 @@ import surge.compat
 import torch
 from loguru import logger
 from surge.config import TrainerConfig
-from surge.testing import TinyDataModule, TinyModule, tiny_dataset
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args, tiny_dataset
 from torch.utils.data import DataLoader, TensorDataset
 
-QUIET = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = quiet_trainer_args()
 HOOKS = [
     "setup", "teardown", "on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end",
     "on_train_batch_start", "on_train_batch_end", "on_train_epoch_start", "on_train_epoch_end",
@@ -207,7 +207,7 @@ def test_callback_state_round_trips_through_a_checkpoint(tmp_path: Path) -> None
             self.loaded.append(f"load_state_dict {state_dict}")
             self.batches = state_dict["batches"]
 
-    counter, quiet = Counter(), {**QUIET, "enable_checkpointing": True}
+    counter, quiet = Counter(), quiet_trainer_args(enable_checkpointing=True)
     trainer = surge.Trainer(max_epochs=1, callbacks=[counter], default_root_dir=str(tmp_path / "a"), **quiet)
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
     path = trainer.save_checkpoint(str(tmp_path / "counter.ckpt"))
@@ -440,7 +440,7 @@ def test_lightning_1x_argument_is_mapped_with_one_warning(
 
 @pytest.mark.parametrize(("legacy", "modern"), DEVICES, ids=lambda v: repr(v))
 def test_lightning_1x_device_arguments(legacy: dict[str, Any], modern: dict[str, Any]) -> None:
-    from surge._lightning_v1 import translate
+    from surge.engine._lightning_v1 import translate
 
     options, _ = translate(legacy)
     assert options == modern

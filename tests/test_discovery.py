@@ -187,12 +187,14 @@ def ours(catalog: dict) -> list[str]:
 # -- lazy, sorted, de-duplicated -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_import_surge_imports_no_plugin(default: dict) -> None:
     assert default["imported_by_import_surge"] == []
     # ...the Trainer did, every plugin that was not blocked, in name order (tp-broken raised mid-import)
     assert default["default"]["imported"] == dists.MAIN_NAMES
 
 
+@pytest.mark.slow
 def test_discovery_is_sorted_by_name(default: dict) -> None:
     # surge-test-pair declares tp-zeta before tp-eta; discovery and dispatch order by name regardless.
     order = default["default"]["order"]
@@ -209,6 +211,7 @@ def test_discovery_is_sorted_by_name(default: dict) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_distribution_seen_twice_on_sys_path_counts_once(default: dict) -> None:
     # The child had surge-test-alpha in two sys.path entries; it is one plugin and its handler runs once.
     record = default["default"]["catalog"]["tp-alpha"]
@@ -216,6 +219,7 @@ def test_a_distribution_seen_twice_on_sys_path_counts_once(default: dict) -> Non
     assert default["default"]["hooks"].count("tp-alpha:fit_start") == 1
 
 
+@pytest.mark.slow
 def test_records_name_distribution_and_version(default: dict) -> None:
     catalog = default["default"]["catalog"]
     assert {n: (catalog[n]["distribution"], catalog[n]["version"]) for n in ours(catalog)} == {
@@ -228,6 +232,7 @@ def test_records_name_distribution_and_version(default: dict) -> None:
     }
 
 
+@pytest.mark.slow
 def test_two_distributions_claiming_one_name_load_neither_and_the_rest_runs(children: dict) -> None:
     clash = children["paths"].result()["clash"]
     record = clash["default"]  # the Trainer was built: one clash no longer breaks every run
@@ -244,6 +249,7 @@ def test_two_distributions_claiming_one_name_load_neither_and_the_rest_runs(chil
     assert "PluginConflictError" in error["types"] and "surge-test-clash-one 0.1.0" in error["message"]
 
 
+@pytest.mark.slow
 def test_a_clash_is_resolved_by_blocking_one_distribution_or_the_name(children: dict) -> None:
     clash = children["paths"].result()["clash"]
     chosen = clash["by_distribution"]
@@ -257,6 +263,7 @@ def test_a_clash_is_resolved_by_blocking_one_distribution_or_the_name(children: 
 # -- failure isolation ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_plugin_whose_import_raises_is_reported_and_skipped(default: dict, children: dict) -> None:
     record = default["default"]["catalog"]["tp-broken"]
     assert record["status"] == "failed"
@@ -268,12 +275,14 @@ def test_a_plugin_whose_import_raises_is_reported_and_skipped(default: dict, chi
     assert "tp-alpha:fit_start" in default["default"]["hooks"]
 
 
+@pytest.mark.slow
 def test_requesting_a_failed_plugin_says_why_it_failed(default: dict) -> None:
     error = default["failed_requested"]
     assert "ConfigError" in error["types"]
     assert "trainer.plugins.tp-broken" in error["message"] and dists.BROKEN_MESSAGE in error["message"]
 
 
+@pytest.mark.slow
 def test_a_failing_import_is_fatal_under_strict_plugins(default: dict) -> None:
     error = default["strict"]
     assert "PluginError" in error["types"]
@@ -282,6 +291,7 @@ def test_a_failing_import_is_fatal_under_strict_plugins(default: dict) -> None:
     assert "SURGE_STRICT_PLUGINS" in message
 
 
+@pytest.mark.slow
 def test_an_entry_point_to_a_non_plugin_object_fails_with_a_clear_reason(default: dict) -> None:
     record = default["default"]["catalog"]["tp-notplugin"]
     assert record["status"] == "failed"
@@ -291,6 +301,7 @@ def test_an_entry_point_to_a_non_plugin_object_fails_with_a_clear_reason(default
 # -- blocking happens before import ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_allow_list_imports_only_the_listed_plugins(children: dict) -> None:
     result = children["allow"].result()
     assert result["imported"] == ["tp-alpha"]
@@ -302,6 +313,7 @@ def test_allow_list_imports_only_the_listed_plugins(children: dict) -> None:
     assert result["hooks"] == ["tp-alpha:fit_start", "tp-alpha:teardown"]
 
 
+@pytest.mark.slow
 def test_block_list_is_applied_before_import(children: dict) -> None:
     result = children["block"].result()
     assert "tp-beta" not in result["imported"] and "tp-broken" not in result["imported"]
@@ -316,6 +328,7 @@ def test_block_list_is_applied_before_import(children: dict) -> None:
     assert "ConfigError" in error["types"] and "blocked by SURGE_DISABLE_PLUGINS" in error["message"]
 
 
+@pytest.mark.slow
 def test_autoload_disabled_imports_only_what_is_requested(children: dict) -> None:
     result = children["no_autoload"].result()
     assert result["imported"] == ["tp-beta"]
@@ -325,12 +338,14 @@ def test_autoload_disabled_imports_only_what_is_requested(children: dict) -> Non
     assert result["catalog"]["devices"]["status"] == "active"  # requested by name
 
 
+@pytest.mark.slow
 def test_an_allow_list_binds_requests_by_name_too(children: dict) -> None:
     error = children["no_autoload"].result()["allow_list_binds_requests"]
     assert "ConfigError" in error["types"]
     assert "tp-beta" in error["message"] and "SURGE_PLUGINS allow-list" in error["message"]
 
 
+@pytest.mark.slow
 def test_autoload_disabled_loads_the_provider_a_bare_trainer_chooses(children: dict) -> None:
     bare = children["no_autoload"].result()["bare"]
     assert bare["catalog"]["devices"]["status"] == "active"  # declared in surge-devices' metadata
@@ -341,6 +356,7 @@ def test_autoload_disabled_loads_the_provider_a_bare_trainer_chooses(children: d
 # -- installed is not active ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_default_off_participant_is_imported_but_silent_until_requested(default: dict) -> None:
     assert "tp-beta" in default["default"]["imported"]
     assert default["default"]["catalog"]["tp-beta"]["status"] == "available"
@@ -350,6 +366,7 @@ def test_default_off_participant_is_imported_but_silent_until_requested(default:
     assert "tp-beta" in default["requested"]["active"]
 
 
+@pytest.mark.slow
 def test_default_on_participant_fires_and_can_be_switched_off(default: dict) -> None:
     assert "tp-alpha" in default["default"]["active"]
     assert not any(line.startswith("tp-alpha:") for line in default["switched_off"]["hooks"])
@@ -357,11 +374,13 @@ def test_default_on_participant_fires_and_can_be_switched_off(default: dict) -> 
     assert "tp-zeta:fit_start" in default["switched_off"]["hooks"]  # the other defaults stay on
 
 
+@pytest.mark.slow
 def test_an_unknown_requested_plugin_suggests_the_close_name(default: dict) -> None:
     error = default["unknown"]
     assert "ConfigError" in error["types"] and "did you mean 'tp-alpha'" in error["message"]
 
 
+@pytest.mark.slow
 def test_two_providers_claiming_one_accelerator_name_is_an_error_naming_both(children: dict) -> None:
     error = children["paths"].result()["fakecpu"]
     assert "PluginConflictError" in error["types"]
@@ -369,6 +388,7 @@ def test_two_providers_claiming_one_accelerator_name_is_an_error_naming_both(chi
     assert "surge-devices" in error["message"] and "surge-test-fakecpu 0.1.0" in error["message"]
 
 
+@pytest.mark.slow
 def test_twenty_plugins_subscribing_to_nothing_change_no_handler(children: dict) -> None:
     result = children["paths"].result()
     base, quiet = result["base"], result["quiet"]

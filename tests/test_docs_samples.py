@@ -31,7 +31,7 @@ import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pytest
 import surge
 import torch
-from surge import lab
+from surge.plugins import lab
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -162,10 +162,10 @@ def test_python_sample(
         monkeypatch.delitem(sys.modules, "surge_grad_norm", raising=False)
 
     namespace: dict[str, Any] = {"__name__": "__doc_sample__", "install_grad_norm": install_grad_norm}
-    exec(compile(sample.setup, f"{sample.id} (test-setup)", "exec"), namespace)
+    exec(compile(sample.setup, f"{sample.id} (test-setup)", "exec", dont_inherit=True), namespace)
     before = set(namespace)
     # blank lines first: a traceback names the sample's own line in the document
-    exec(compile("\n" * sample.line + sample.code, str(sample.document), "exec"), namespace)
+    exec(compile("\n" * sample.line + sample.code, str(sample.document), "exec", dont_inherit=True), namespace)
     for name in sorted(set(namespace) - before):
         if name.startswith("test_") and inspect.isfunction(namespace[name]):
             test = namespace[name]

@@ -20,7 +20,7 @@ import pytest
 import surge
 import surge.events as ev
 import torch
-from surge import hookspecs
+from surge.events import specs as hookspecs
 from surge.testing import EventRecorder, TinyDataModule, TinyModule
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "events.md"
@@ -99,10 +99,13 @@ def test_event_is_a_frozen_slots_dataclass(name: str) -> None:
 
 def test_one_documented_hookspec_per_event() -> None:
     specs = _specs()
-    assert set(specs) == set(ev.EVENTS)
+    assert set(specs) == set(ev.EVENTS) | set(ev.QUERIES)
+    classes = {**ev.EVENTS, **ev.QUERIES}
     for name, fn in specs.items():
         assert list(inspect.signature(fn).parameters) == ["event"], name
-        assert typing.get_type_hints(fn)["event"] is ev.EVENTS[name], name
+        assert typing.get_type_hints(fn)["event"] is classes[name], name
+        firstresult = fn.surge_spec["firstresult"]  # type: ignore[attr-defined]
+        assert firstresult == (name in ev.QUERIES), f"{name}: a question is firstresult, an event is not"
         doc = inspect.getdoc(fn) or ""
         assert len(doc.splitlines()[0]) > 10, f"{name}: the docstring must say when it fires"
         assert "May change:" in doc, f"{name}: the docstring must say what a handler may change"
@@ -142,7 +145,10 @@ def test_span_of(name: str, span: tuple[str, str] | None) -> None:
     assert ev.span_of(name) == span
 
 
-def test_payload_fields() -> None:
+def test_payload_fields(hidden: Any, make_trainer: Any, tmp_path: Path) -> None:
+    """Each event declares its fields and a run fills them with its own objects: the batch and the loss of the
+    step, the optimizer it steps, the checkpoint written, the error that ended the run and the stage."""
+
     def fields(name: str) -> list[str]:
         return [f.name for f in dataclasses.fields(ev.EVENTS[name])]
 
@@ -153,8 +159,45 @@ def test_payload_fields() -> None:
     assert fields("exception") == ["trainer", "error", "stage"]
     assert fields("teardown") == ["trainer", "stage"]
     assert fields("before_checkpoint_save") == ["trainer", "checkpoint"]
-    assert ev.ExceptionEvent is ev.EVENTS["exception"]
-    assert ev.KeyboardInterruptEvent is ev.EVENTS["keyboard_interrupt"]
+
+    error, path = RuntimeError("the second step fails"), str(tmp_path / "mid.ckpt")
+    step: dict[str, Any] = {}  # what the first training step got and returned
+
+    class FailsAtTheSecondStep(TinyModule):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if batch_idx == 1:
+                self.trainer.save_checkpoint(path)
+                raise error
+            step.update(batch=batch, loss=super().training_step(batch, batch_idx))
+            return step["loss"]
+
+    recorder, data = EventRecorder(), TinyDataModule()
+    trainer = make_trainer(
+        plugins=[recorder], max_epochs=1, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=1
+    )
+    with pytest.raises(RuntimeError) as raised:
+        trainer.fit(FailsAtTheSecondStep(), datamodule=data)
+    assert raised.value is error
+
+    def once(name: str) -> Any:
+        (event,) = recorder.of(name)
+        return event
+
+    sanity = once("validation_batch_start")
+    assert torch.equal(sanity.batch[0], data.val_set.tensors[0][:8])
+    assert (sanity.batch_idx, sanity.dataloader_idx) == (0, 0)
+    batch_end = once("train_batch_end")
+    assert batch_end.batch is step["batch"] and batch_end.outputs is step["loss"] and batch_end.batch_idx == 0
+    backward = once("before_backward")
+    assert backward.loss is step["loss"]
+    optimizer_step = once("before_optimizer_step")
+    assert optimizer_step.optimizer is trainer.optimizers[0] and optimizer_step.optimizer_idx == 0
+    save = once("before_checkpoint_save")
+    assert save.checkpoint["global_step"] == surge.checkpoint.load(path)["global_step"] == 1
+    failure = once("exception")
+    assert failure.error is error and failure.stage == "fit"
+    teardown = once("teardown")
+    assert teardown.stage == "fit"
 
 
 # -- the order of a run --------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loguru import logger
 from surge import checkpoint as store
-from surge import lab
 from surge.config import TrainerConfig
 from surge.errors import (
     CheckpointError,
@@ -36,8 +35,9 @@ from surge.errors import (
     ProviderError,
     SurgeError,
 )
+from surge.plugins import lab
 from surge.settings import SurgeSettings
-from surge.testing import PluginEnv, TinyDataModule, TinyModule
+from surge.testing import PluginEnv, TinyDataModule, TinyModule, quiet_trainer_args
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 HANG_SECONDS = 60
@@ -247,10 +247,7 @@ def _trainer(root: Path) -> surge.Trainer:
         limit_train_batches=2,
         limit_val_batches=1,
         num_sanity_val_steps=0,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
+        **quiet_trainer_args(),
     )
 
 

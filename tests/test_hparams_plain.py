@@ -20,16 +20,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from surge import checkpoint
-from surge.testing import tiny_dataset
+from surge.testing import quiet_trainer_args, tiny_dataset
 from torch import nn
 from torch.utils.data import DataLoader
 
-QUIET: dict[str, Any] = {
-    "enable_checkpointing": False,
-    "enable_progress_bar": False,
-    "enable_model_summary": False,
-    "limit_train_batches": 2,
-}
+QUIET = quiet_trainer_args(limit_train_batches=2)
 
 
 class Color(enum.Enum):
@@ -92,7 +87,7 @@ def _loader() -> DataLoader:
 
 
 def _fit(tmp_path: Path, model: surge.Module, **kwargs: Any) -> surge.Trainer:
-    trainer = surge.Trainer(**{"logger": False, "max_epochs": 1, "default_root_dir": str(tmp_path), **QUIET, **kwargs})
+    trainer = surge.Trainer(**{"max_epochs": 1, "default_root_dir": str(tmp_path), **QUIET, **kwargs})
     trainer.fit(model, _loader())
     return trainer
 
@@ -121,7 +116,7 @@ def test_checkpoint_with_rich_hparams_loads_with_the_safe_loader(tmp_path: Path)
 def test_fit_resumes_from_such_a_checkpoint(tmp_path: Path) -> None:
     trainer = _fit(tmp_path, _model(tmp_path / "data"))
     path = trainer.save_checkpoint(str(tmp_path / "rich.ckpt"))
-    resumed = surge.Trainer(logger=False, max_epochs=2, default_root_dir=str(tmp_path), **QUIET)
+    resumed = surge.Trainer(max_epochs=2, default_root_dir=str(tmp_path), **QUIET)
     resumed.fit(_model(tmp_path / "data"), _loader(), ckpt_path=path)
     assert resumed.current_epoch == 2 and resumed.global_step == 4
 
@@ -138,7 +133,7 @@ def test_load_from_checkpoint_rebuilds_the_module_with_plain_values(tmp_path: Pa
 
 
 def test_csv_logger_writes_plain_hparams(tmp_path: Path) -> None:
-    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET)  # the default logger: csv
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **{**QUIET, "logger": True})  # csv
     trainer.fit(_model(tmp_path / "data"), _loader())
     assert trainer.run_dir is not None
     written = yaml.safe_load((Path(trainer.run_dir) / "hparams.yaml").read_text())
@@ -174,7 +169,7 @@ class Bad(Model):
 @pytest.mark.parametrize("stage", ["fit", "validate", "test"])
 def test_unconvertible_hparams_are_all_refused_before_any_run_directory(tmp_path: Path, stage: str) -> None:
     model = Bad(lambda x: x, Opaque(), WithFn(fn=len))
-    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET)  # csv logger on
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **{**QUIET, "logger": True})  # csv logger on
     with pytest.raises(surge.ConfigError) as info:
         getattr(trainer, stage)(model, _loader())
     paths = [path for path, _ in info.value.problems]
@@ -194,7 +189,7 @@ def test_datamodule_hparams_are_checked_too(tmp_path: Path) -> None:
         def train_dataloader(self) -> DataLoader:
             return _loader()
 
-    trainer = surge.Trainer(logger=False, max_epochs=1, default_root_dir=str(tmp_path), **QUIET)
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET)
     with pytest.raises(surge.ConfigError, match=r"datamodule\.hparams\.transform"):
         trainer.fit(_model(tmp_path), datamodule=Data(transform=Opaque()))
     assert list(tmp_path.iterdir()) == []

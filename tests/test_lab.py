@@ -1,9 +1,9 @@
-"""Lab profiles (``surge.lab``), checked against real installed distributions.
+"""Lab profiles (``surge.plugins.lab``), checked against real installed distributions.
 
 The plugin wheels of ``tests/_distributions.py`` are installed once per session with pip; the group ``lab``
 holds three that import cleanly (``surge-test-alpha``, ``-beta``, ``-pair``), ``broken`` one whose import
 raises. In-process tests put a group on ``sys.path`` (``importlib.metadata`` then finds it as in a user's
-environment) and start from the profile ``surge.lab.lock()`` writes for it, edited per scenario. What needs a
+environment) and start from the profile ``surge.plugins.lab.lock()`` writes for it, edited per scenario. What needs a
 fresh interpreter (was a module ever imported?) or the console script runs in child processes, started
 together by one fixture.
 """
@@ -23,15 +23,15 @@ import fsspec
 import pytest
 import surge
 from loguru import logger
-from surge import lab
 from surge.cli import main
 from surge.errors import ConfigError, LabError, PluginError
+from surge.plugins import lab
 from surge.testing import TinyDataModule, TinyModule
 
 
 def _surge() -> list[str]:
     script = Path(sys.executable).with_name("surge")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "surge.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "surge"]
 
 
 def _lock(paths: list[Path], hashes: bool = False) -> str:

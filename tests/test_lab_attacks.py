@@ -30,7 +30,7 @@ from pathlib import Path
 
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pytest
-from surge import lab
+from surge.plugins import lab
 
 pytestmark = pytest.mark.slow
 

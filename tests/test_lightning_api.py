@@ -20,12 +20,12 @@ import tomllib
 import torch
 from loguru import logger
 from surge.errors import ConfigError, ProviderError
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 from torch import nn
 
 REPO = Path(__file__).resolve().parents[1]
-QUIET: dict[str, Any] = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
-LIGHTNING_QUIET: dict[str, Any] = {**QUIET, "enable_checkpointing": False}
+QUIET = quiet_trainer_args(enable_checkpointing=True)  # surge's runs here keep their checkpoint callback
+LIGHTNING_QUIET = quiet_trainer_args()
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_gpu_is_cuda_with_lightnings_devices(monkeypatch: pytest.MonkeyPatch) ->
     assert parse("0,2") == [0, 2] and parse([3, 1]) == [3, 1]
     with pytest.raises(ValueError, match=r"asks for cuda device\(s\) \[4\], but 4 are available"):
         parse([4])
-    with pytest.raises(ProviderError, match="several devices need an explicit strategy; pass strategy=.ddp."):
+    with pytest.raises(ConfigError, match=r"devices=2 and num_nodes=1 need a distributed strategy; pass strategy=.ddp."):
         surge.Trainer(accelerator="gpu", devices=2, **QUIET)
 
 
@@ -86,7 +86,7 @@ def test_gpu_is_mps_on_a_mac(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_gpu_is_declared_so_that_choosing_it_requests_the_plugin() -> None:
     declared = tomllib.loads((REPO / "plugins/surge-devices/pyproject.toml").read_text())
     assert declared["project"]["entry-points"]["surge.providers"]["accelerator.gpu"] == "surge_devices:plugin"
-    from surge._activation import declared_providers
+    from surge.plugins.selection import declared_providers
 
     assert ("accelerator", "gpu") in declared_providers()["devices"]
 
@@ -146,7 +146,7 @@ def test_install_hint_for_a_first_party_plugin_that_is_not_installed(plugin_env:
 
 
 def test_the_first_party_table_matches_the_plugins_in_this_repository() -> None:
-    from surge._first_party import FIRST_PARTY
+    from surge.plugins._first_party import FIRST_PARTY
 
     shipped = {}
     for pyproject in REPO.glob("plugins/*/pyproject.toml"):
@@ -209,7 +209,7 @@ def test_step_signatures_are_read_once_per_run(tmp_path: Path, monkeypatch: pyte
     calls: list[object] = []
     real = inspect.signature
     monkeypatch.setattr(inspect, "signature", lambda fn, *a, **k: (calls.append(fn), real(fn, *a, **k))[1])
-    trainer = surge.Trainer(max_epochs=3, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET)
+    trainer = surge.Trainer(max_epochs=3, default_root_dir=str(tmp_path), **quiet_trainer_args())
     trainer.fit(BatchOnly(), TinyDataModule())
     step_reads = [fn for fn in calls if getattr(fn, "__name__", "").endswith("_step")]
     assert len(step_reads) == 4  # training, validation, test and predict step, once for the whole fit
@@ -421,9 +421,7 @@ def test_toggle_optimizer_and_clip_gradients(tmp_path: Path) -> None:
     cls = _two_optimizer_module(surge.Module)
     torch.manual_seed(0)
     model = cls()
-    surge.Trainer(max_steps=6, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET).fit(
-        model, _loader(32)
-    )
+    surge.Trainer(max_steps=6, default_root_dir=str(tmp_path), **quiet_trainer_args()).fit(model, _loader(32))
     toggled, untoggled = model.records[0], model.records[1]
     assert toggled == {
         "gen.weight": True,
@@ -441,9 +439,7 @@ def test_toggle_optimizer_and_clip_gradients_as_lightning(tmp_path: Path) -> Non
     L = lightning()
     surge_model, lightning_model = _two_optimizer_module(surge.Module)(), _two_optimizer_module(L.LightningModule)()
     lightning_model.load_state_dict(surge_model.state_dict())
-    surge.Trainer(max_steps=6, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET).fit(
-        surge_model, _loader(32)
-    )
+    surge.Trainer(max_steps=6, default_root_dir=str(tmp_path), **quiet_trainer_args()).fit(surge_model, _loader(32))
     L.Trainer(max_steps=6, default_root_dir=str(tmp_path), **LIGHTNING_QUIET).fit(lightning_model, _loader(32))
     assert surge_model.records == lightning_model.records
     for (name, a), b in zip(surge_model.state_dict().items(), lightning_model.state_dict().values(), strict=True):
@@ -493,7 +489,7 @@ def test_load_from_checkpoint_runs_on_load_checkpoint_before_the_weights(tmp_pat
                 state[key.replace("body.", "net.")] = state.pop(key)
 
     model = TinyModule()
-    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET)
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **quiet_trainer_args())
     trainer.fit(model, datamodule=TinyDataModule())
     checkpoint = trainer.dump_checkpoint()
     checkpoint["state_dict"] = {k.replace("net.", "body."): v for k, v in checkpoint["state_dict"].items()}
@@ -530,7 +526,7 @@ def _last_batch_flags(base: type, trainer: Any, root: Path) -> list[bool]:
 
 def test_is_last_batch(tmp_path: Path) -> None:
     def run(**options: Any) -> list[bool]:
-        trainer = surge.Trainer(default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET, **options)
+        trainer = surge.Trainer(default_root_dir=str(tmp_path), **quiet_trainer_args(), **options)
         return _last_batch_flags(surge.Module, trainer, tmp_path)
 
     assert run(max_epochs=2) == [False, False, False, True] * 2
@@ -582,9 +578,7 @@ def _anomaly_seen(base: type, trainer: Any) -> list[bool]:
 
 def test_detect_anomaly_is_on_while_fit_trains(tmp_path: Path) -> None:
     def trainer(**options: Any) -> surge.Trainer:
-        return surge.Trainer(
-            max_epochs=1, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET, **options
-        )
+        return surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **quiet_trainer_args(), **options)
 
     assert _anomaly_seen(surge.Module, trainer(detect_anomaly=True)) == [True, True]
     assert not torch.is_anomaly_enabled()
@@ -853,7 +847,7 @@ def _plateau_lrs(base: type, trainer: Any) -> list[float]:
 
 
 def test_reduce_lr_on_plateau_without_monitor_in_manual_optimization(tmp_path: Path) -> None:
-    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET)
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **quiet_trainer_args())
     lrs = _plateau_lrs(surge.Module, trainer)
     assert lrs == pytest.approx([0.1, 0.1, 0.01, 0.01, 0.001, 0.001])
     L = pytest.importorskip("lightning")
@@ -899,8 +893,7 @@ def test_swa_on_a_module_without_forward_recomputes_batch_norm_through_training_
             max_epochs=3,
             stochastic_weight_avg=True,
             default_root_dir=str(tmp_path),
-            enable_checkpointing=False,
-            **QUIET,
+            **quiet_trainer_args(),
         )
         trainer.fit(model, _loader(32))
         return model.state_dict()

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow  # every test runs its scripts in child processes
+
 SCRIPT = """\
 import torch
 from torch import nn

@@ -22,7 +22,7 @@ import surge.checkpoint
 import torch
 from loguru import logger
 from surge.errors import SurgeError
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 from surge_csv import read_metrics
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, TensorDataset
 torchmetrics: Any = pytest.importorskip("torchmetrics")  # the test extra has it; it stays optional for users
 
 EPOCHS = 2
-QUIET: dict[str, Any] = {"enable_progress_bar": False, "enable_model_summary": False, "enable_checkpointing": False}
+QUIET = quiet_trainer_args()
 
 
 def classifier(base: type) -> Any:
@@ -116,7 +116,9 @@ def run(trainer: Any, model: Any) -> dict[str, Any]:
 def surge_side(root: Path) -> tuple[dict[str, Any], list[dict[str, float | None]]]:
     surge.seed_everything(0)
     model = classifier(surge.Module)()
-    trainer = surge.Trainer(default_root_dir=str(root), max_epochs=EPOCHS, log_every_n_steps=2, **QUIET)
+    trainer = surge.Trainer(
+        default_root_dir=str(root), max_epochs=EPOCHS, log_every_n_steps=2, **quiet_trainer_args(logger=True)
+    )
     seen = run(trainer, model)
     return seen, read_metrics(trainer.run_dir)  # type: ignore[arg-type]
 
@@ -129,7 +131,7 @@ def lightning_side(root: Path) -> tuple[dict[str, Any], list[dict[str, float | N
     model = classifier(lightning.LightningModule)()
     csv_logger = CSVLogger(str(root))
     trainer = lightning.Trainer(
-        default_root_dir=str(root), max_epochs=EPOCHS, log_every_n_steps=2, logger=csv_logger, **QUIET
+        default_root_dir=str(root), max_epochs=EPOCHS, log_every_n_steps=2, **quiet_trainer_args(logger=csv_logger)
     )
     trainer.validate = _quiet(trainer.validate)  # type: ignore[method-assign]  # no results tables
     trainer.test = _quiet(trainer.test)  # type: ignore[method-assign]
@@ -222,7 +224,9 @@ def two_loader_run(base: type, trainer: Any) -> tuple[Numbers, Numbers]:
 
 def test_several_validation_loaders_name_and_number_rows_as_lightning(tmp_path: Path) -> None:
     """``v_step/dataloader_idx_1`` (the suffix after the fork), and each loader's rows counted from 0."""
-    trainer = surge.Trainer(default_root_dir=str(tmp_path), max_epochs=1, num_sanity_val_steps=0, **QUIET)
+    trainer = surge.Trainer(
+        default_root_dir=str(tmp_path), max_epochs=1, num_sanity_val_steps=0, **quiet_trainer_args(logger=True)
+    )
     ours = two_loader_run(surge.Module, trainer)
     assert {"v_epoch/dataloader_idx_1", "v_step/dataloader_idx_1"} <= set(ours[1])
     rows = rows_of(read_metrics(trainer.run_dir))  # type: ignore[arg-type]
@@ -230,7 +234,7 @@ def test_several_validation_loaders_name_and_number_rows_as_lightning(tmp_path: 
         assert [step for step, _, values in rows if f"v_step/dataloader_idx_{idx}" in values] == list(range(5))
     lightning = installed("lightning")
     if lightning is not None:
-        reference = lightning.Trainer(default_root_dir=str(tmp_path), max_epochs=1, logger=False, **QUIET)
+        reference = lightning.Trainer(default_root_dir=str(tmp_path), max_epochs=1, **QUIET)
         assert two_loader_run(lightning.LightningModule, reference) == ours
 
 
@@ -240,14 +244,12 @@ def test_sanity_check_updates_of_a_metric_object_are_reset_as_in_lightning(tmp_p
     for base, trainer_class in ((surge.Module, surge.Trainer), (lightning.LightningModule, lightning.Trainer)):
         surge.seed_everything(0)
         model = classifier(base)()
-        trainer = trainer_class(
-            default_root_dir=str(tmp_path), max_epochs=1, num_sanity_val_steps=2, logger=False, **QUIET
-        )
+        trainer = trainer_class(default_root_dir=str(tmp_path), max_epochs=1, num_sanity_val_steps=2, **QUIET)
         trainer.fit(model, loader(), loader())
         results.append(numbers(trainer.callback_metrics))
     assert results[0] == results[1]
     surge.seed_everything(0)
-    without_sanity = surge.Trainer(default_root_dir=str(tmp_path), max_epochs=1, logger=False, **QUIET)
+    without_sanity = surge.Trainer(default_root_dir=str(tmp_path), max_epochs=1, **QUIET)
     without_sanity.fit(classifier(surge.Module)(), loader(), loader())
     assert numbers(without_sanity.callback_metrics)["val_acc"] == results[0]["val_acc"]
 
@@ -289,7 +291,7 @@ class LogsAMetric(TinyModule):
 
 def test_a_metric_is_computed_once_per_epoch_and_reset_after_the_epoch_end_hooks(make_trainer: Any) -> None:
     model = LogsAMetric(on_step=True, on_epoch=True)
-    trainer = make_trainer(max_epochs=2, logger=False, **QUIET)
+    trainer = make_trainer(max_epochs=2, **QUIET)
     trainer.fit(model, datamodule=TinyDataModule())  # 8 batches an epoch
     assert float(trainer.callback_metrics["m"]) == float(trainer.callback_metrics["m_epoch"]) == 3.5
     assert "m_step" not in trainer.callback_metrics  # update() alone has no forward result to log per step
@@ -300,7 +302,7 @@ def test_a_metric_is_computed_once_per_epoch_and_reset_after_the_epoch_end_hooks
 
 def test_sync_dist_leaves_a_metric_to_sync_itself(make_trainer: Any) -> None:
     """A metric syncs across processes in its own ``compute()``; ``sync_dist=True`` must not reduce it again."""
-    trainer = make_trainer(max_epochs=1, logger=False, **QUIET)
+    trainer = make_trainer(max_epochs=1, **QUIET)
     calls: list[str] = []
 
     def reduce(tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
@@ -341,7 +343,7 @@ def test_a_failed_batch_says_its_metric_updates_stay(make_trainer: Any, warnings
                 raise RuntimeError("boom")
             return loss
 
-    trainer = make_trainer(max_epochs=1, logger=False, **QUIET)
+    trainer = make_trainer(max_epochs=1, **QUIET)
     with pytest.raises(RuntimeError, match="boom"):
         trainer.fit(FailsAtBatch3(on_epoch=True), datamodule=TinyDataModule())
     (message,) = [m for m in warnings if "torchmetrics" in m]
@@ -359,7 +361,7 @@ def test_a_metric_collection_or_a_non_tensor_compute_in_self_log_says_what_to_do
             self.log("metrics", self.value, on_epoch=True)
             return super().training_step(batch, batch_idx)
 
-    trainer = make_trainer(max_epochs=1, logger=False, **QUIET)
+    trainer = make_trainer(max_epochs=1, **QUIET)
     collection = torchmetrics.MetricCollection({"mean": torchmetrics.MeanMetric()})
     with pytest.raises(SurgeError, match=r"self.log\('metrics'\) got a MetricCollection; .*self.log_dict"):
         trainer.fit(LogsACollection(collection), datamodule=TinyDataModule())
@@ -368,7 +370,7 @@ def test_a_metric_collection_or_a_non_tensor_compute_in_self_log_says_what_to_do
         def compute(self) -> Any:
             return (super().compute(), 0)
 
-    trainer = make_trainer(max_epochs=1, logger=False, **QUIET)
+    trainer = make_trainer(max_epochs=1, **QUIET)
     with pytest.raises(SurgeError, match=r"self.log\('metrics', Pair\): its compute\(\) returned tuple"):
         trainer.fit(LogsACollection(Pair()), datamodule=TinyDataModule())
 
@@ -441,7 +443,7 @@ class OwnValData(NoValidationStep):
 def test_validation_data_without_validation_step_warns(
     make_trainer: Any, warnings: list[str], where: str, tmp_path: Path
 ) -> None:
-    trainer = make_trainer(max_epochs=1, logger=False, **QUIET)
+    trainer = make_trainer(max_epochs=1, **QUIET)
     if where == "datamodule":
         trainer.fit(NoValidationStep(), datamodule=TinyDataModule())
         source = "TinyDataModule.val_dataloader()"
@@ -470,6 +472,6 @@ def test_validation_data_without_validation_step_warns(
         class NoValidation(classifier(lightning.LightningModule)):  # type: ignore[misc]
             validation_step = lightning.LightningModule.validation_step
 
-        reference = lightning.Trainer(default_root_dir=str(tmp_path), logger=False, max_epochs=1, **QUIET)
+        reference = lightning.Trainer(default_root_dir=str(tmp_path), max_epochs=1, **QUIET)
         with pytest.warns(UserWarning, match="You passed in a `val_dataloader` but have no `validation_step`"):
             reference.fit(NoValidation(), datamodule=Data())

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
+import pytest
 from loguru import logger
 from surge import configure_logging
 from surge._logging import route_stdlib
@@ -41,11 +42,12 @@ def _run(tmp_path: Path, level: str | None = None) -> str:
         "--trainer.limit_train_batches=2",
         f"--trainer.default_root_dir={tmp_path / 'root'}",
     ]
-    rc, out, err = dists.start([sys.executable, "-m", "surge.cli", "fit", *args], env, tmp_path).wait()
+    rc, out, err = dists.start([sys.executable, "-m", "surge", "fit", *args], env, tmp_path).wait()
     assert rc == 0, f"{out}\n{err}"
     return err
 
 
+@pytest.mark.slow
 def test_quiet_by_default_but_warnings_pass(tmp_path):
     err = _run(tmp_path)
     assert "stop requested" not in err  # an INFO record
@@ -55,11 +57,13 @@ def test_quiet_by_default_but_warnings_pass(tmp_path):
     assert "WARNING  a stdlib warning from a plugin's logger" in err.splitlines()
 
 
+@pytest.mark.slow
 def test_log_level_from_environment(tmp_path):
     err = _run(tmp_path, "INFO")
     assert "stop requested: checking the log level" in err
 
 
+@pytest.mark.slow
 def test_log_level_info_shows_surges_lines_and_not_torchs_own(tmp_path):
     err = _run(tmp_path, "INFO")
     assert "INFO     seed set to 0" in err.splitlines()  # `surge fit` seeds as the config says
@@ -88,6 +92,7 @@ def test_stdlib_records_are_routed_into_loguru():
     assert "torch's own INFO: TORCH_LOGS turns it on" not in routed
 
 
+@pytest.mark.slow
 def test_plugin_trace_is_shown_at_the_default_log_level(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SURGE_")}
     env["SURGE_TRACE_PLUGINS"] = "1"
@@ -130,6 +135,7 @@ print("RESULT: " + json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_a_trainer_leaves_the_host_logging_alone(tmp_path):
     child = dists.start([sys.executable, "-c", HOST, str(tmp_path / "root")], dists.child_env(), tmp_path)
     result = child.result()

@@ -1,6 +1,6 @@
-"""The Makefile's two set-up commands, read with ``make -n`` (printed, not run) against a virtual environment
-that does not exist yet: `make demo` installs what the demo needs, `make test` adds the rest, and
-``TORCH_INDEX_URL`` reaches the torch install only."""
+"""The Makefile's set-up commands, read with ``make -n`` (printed, not run) against a virtual environment
+that does not exist yet: `make demo` installs what the demo needs, `make test` adds the rest (and `make test-fast`
+runs its suite less the ``slow`` tests), and ``TORCH_INDEX_URL`` reaches the torch install only."""
 
 from __future__ import annotations
 
@@ -66,3 +66,12 @@ def test_torch_index_url_is_passed_to_the_torch_install_only(tmp_path: Path) -> 
     with_index = [line for line in _installs(plan) if "--index-url" in line]
     assert with_index == [line for line in _installs(plan) if "torch==" in line]
     assert f'--index-url "{index}" "torch==2.13.0+cpu"' in with_index[0]
+
+
+def test_test_fast_is_the_test_set_up_and_suite_less_the_slow_tests(tmp_path: Path) -> None:
+    fast, full = _plan(tmp_path, "test-fast"), _plan(tmp_path, "test")
+    assert fast[:-1] == full[:-1]  # the same set-up
+    assert fast[-1] == f'{full[-1]} -m "not slow"'
+    assert "slow" not in full[-1]  # `make test`, what CI runs, deselects nothing
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == "exec make test"

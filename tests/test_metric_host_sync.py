@@ -13,7 +13,7 @@ from typing import Any
 
 import surge
 import torch
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 from torch.overrides import TorchFunctionMode
 
 HOST_READS = {
@@ -124,11 +124,8 @@ def test_without_a_log_metrics_subscriber_nothing_is_ever_copied(make_trainer):
         limit_train_batches=8,
         limit_val_batches=0,
         log_every_n_steps=1,  # every step is a write step
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         plugins=[per_step],
+        **quiet_trainer_args(),
     )
     with counter:
         trainer.fit(Busy(), datamodule=TinyDataModule())

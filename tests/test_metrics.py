@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+import uuid
 
 import pytest
 import surge
 import torch
-from surge.testing import TinyDataModule, TinyModule
+from loguru import logger
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 from torch.utils.data import DataLoader, TensorDataset
 
 
@@ -369,9 +371,20 @@ def test_log_outside_a_step(make_trainer):
         fit_uneven(make_trainer, Early())
 
 
-def test_log_on_an_unattached_module_is_ignored():
-    model = TinyModule()
-    model.log("nothing", 1.0)  # no trainer: a warning, no error
+def test_log_on_an_unattached_module_is_ignored(make_trainer):
+    """No trainer: no error, one warning per name that says why, and nothing kept for a later run."""
+    model, name = TinyModule(), f"unattached_{uuid.uuid4().hex}"  # warned once per process: a name of its own
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(str(m).strip()), level="WARNING", format="{message}")
+    try:
+        model.log(name, 1.0)
+        model.log_dict({name: 2.0})
+    finally:
+        logger.remove(sink)
+    assert warnings == [f"self.log({name!r}) ignored: the module is not attached to a running Trainer"]
+    trainer = make_trainer(max_epochs=1, limit_train_batches=1, limit_val_batches=1, **quiet_trainer_args())
+    trainer.fit(model, datamodule=TinyDataModule())
+    assert name not in trainer.callback_metrics and name not in trainer.logged_metrics
 
 
 def test_validate_and_test_return_epoch_metrics(make_trainer):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import surge
 import torch
-from surge.testing import EventRecorder, TinyDataModule, TinyModule
+from surge.testing import EventRecorder, TinyDataModule, TinyModule, quiet_trainer_args
 
-QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = quiet_trainer_args(enable_checkpointing=True)
 
 
 class Sized(TinyModule):
@@ -33,7 +33,7 @@ def test_save_hyperparameters_keeps_the_names_given() -> None:
 
 def test_load_from_checkpoint_rebuilds_from_hparams_with_the_weights(tmp_path: Path) -> None:
     model = Sized(hidden=4)
-    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET)
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **quiet_trainer_args())
     trainer.fit(model, datamodule=TinyDataModule())
     path = trainer.save_checkpoint(str(tmp_path / "model.ckpt"))
     loaded = Sized.load_from_checkpoint(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import surge
 import torch
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -31,19 +31,15 @@ class LossRecorder:
         self.steps += 1
 
 
-def _quiet(**flags):
-    """Switch off the default plugins that write files or print: parity is about the loop alone."""
-    return dict(
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **flags
-    )
-
-
 def surge_run(tmp_path, *, datamodule: bool, **flags) -> tuple[list[torch.Tensor], dict[str, torch.Tensor], int]:
     torch.manual_seed(SEED)
     model = TinyModule()
     data = TinyDataModule()
     recorder = LossRecorder()
-    trainer = surge.Trainer(default_root_dir=str(tmp_path), max_epochs=EPOCHS, plugins=[recorder], **_quiet(**flags))
+    # quiet: no default plugin writes files or prints, parity is about the loop alone
+    trainer = surge.Trainer(
+        default_root_dir=str(tmp_path), max_epochs=EPOCHS, plugins=[recorder], **quiet_trainer_args(**flags)
+    )
     if datamodule:
         trainer.fit(model, datamodule=data)
     else:
@@ -170,7 +166,9 @@ def test_seed_everything_gives_identical_runs(tmp_path):
         assert surge.seed_everything(seed) == seed
         model = TinyModule()
         recorder = LossRecorder()
-        trainer = surge.Trainer(default_root_dir=str(tmp_path), max_epochs=2, plugins=[recorder], **_quiet())
+        trainer = surge.Trainer(
+            default_root_dir=str(tmp_path), max_epochs=2, plugins=[recorder], **quiet_trainer_args()
+        )
         trainer.fit(model, datamodule=TinyDataModule())
         return recorder.losses
 
@@ -192,7 +190,10 @@ def test_loader_built_from_module_method_matches_datamodule(tmp_path):
     model = WithLoader()
     recorder = LossRecorder()
     trainer = surge.Trainer(
-        default_root_dir=str(tmp_path), max_epochs=EPOCHS, plugins=[recorder], **_quiet(num_sanity_val_steps=0)
+        default_root_dir=str(tmp_path),
+        max_epochs=EPOCHS,
+        plugins=[recorder],
+        **quiet_trainer_args(num_sanity_val_steps=0),
     )
     trainer.fit(model)
     assert_same((recorder.losses, model.state_dict(), trainer.global_step), hand_run())

@@ -6,8 +6,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from surge import _cli_plot
 from surge.cli import main
+from surge.cli import plot as _cli_plot
 from surge.testing import TinyDataModule, TinyModule
 
 CSV = """step,epoch,val_loss,val_acc,train_loss_epoch,train_loss_step

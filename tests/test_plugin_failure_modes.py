@@ -16,7 +16,7 @@ from pathlib import Path
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pytest
 import surge
-from surge import runconfig
+from surge.cli import runconfig
 from surge.errors import ConfigError, ProviderError
 
 DECLARED = dists.Dist(
@@ -42,7 +42,7 @@ BYSTANDER = dists.Dist(
 _CHILD = """
 import json, os
 import surge
-from surge import runconfig
+from surge.cli import runconfig
 
 def imported():
     with open(os.environ["SURGE_TEST_IMPORT_LOG"]) as f:
@@ -196,7 +196,10 @@ def test_trainer_reports_logger_names_under_trainer_logger(make_trainer) -> None
     with pytest.raises(ConfigError) as info:
         make_trainer(logger=["csv", "swa"])  # a plugin that is not a logger was silently ignored before
     assert info.value.problems == [
-        ("trainer.logger", "'swa' is a participant, not a logger (role='logger'); loggers: csv, mlflow, tensorboard")
+        (
+            "trainer.logger",
+            "'swa' is a participant, not a logger (role='logger'); loggers: csv, mlflow, tensorboard, wandb",
+        )
     ]
     with pytest.raises(ProviderError) as raised:
         make_trainer(profiler="simpel")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import surge
 from loguru import logger
-from surge import lab
 from surge.cli import main
+from surge.plugins import lab
 from surge.settings import SurgeSettings
 
 

@@ -35,7 +35,10 @@ PORTING = Path(__file__).parent / "porting"
 COMPAT = "surge.compat"
 """Lightning's top-level names re-exported (``LightningModule``, ``LightningDataModule``, ``Trainer``, ...)."""
 
-MODULES = {"lightning.pytorch": COMPAT}
+LOGGERS = "surge.compat.loggers"
+"""Lightning's ``lightning.pytorch.loggers``: the ``Logger`` base class and the logger objects."""
+
+MODULES = {"lightning.pytorch": COMPAT, "lightning.pytorch.loggers": LOGGERS}
 """``import X as Y`` -> ``import MODULES[X] as Y``. Here and in ``NAMES``, ``lightning``, ``lightning.pytorch`` and
 ``pytorch_lightning`` (and their submodules) read alike, as ``lightning.pytorch``."""
 
@@ -51,7 +54,14 @@ NAMES = {
     "lightning.pytorch.cli": {"LightningCLI": COMPAT},
     "lightning.pytorch.tuner": {"Tuner": COMPAT},
     "lightning.pytorch.tuner.tuning": {"Tuner": COMPAT},
-    "lightning.pytorch.loggers": {"TensorBoardLogger": COMPAT, "CSVLogger": COMPAT},
+    "lightning.pytorch.loggers": {
+        "Logger": LOGGERS,
+        "TensorBoardLogger": LOGGERS,
+        "CSVLogger": LOGGERS,
+        "MLFlowLogger": LOGGERS,
+        "WandbLogger": LOGGERS,
+    },
+    "lightning.pytorch.loggers.logger": {"Logger": LOGGERS, "rank_zero_experiment": LOGGERS},
     "lightning.pytorch.profilers": {
         "SimpleProfiler": COMPAT,
         "AdvancedProfiler": COMPAT,
@@ -209,7 +219,7 @@ def test_porting_rewrites_import_statements_only(name: str) -> None:
     "line",
     [
         "from lightning.pytorch.strategies import DDPStrategy",
-        "from pytorch_lightning.loggers import WandbLogger",
+        "from pytorch_lightning.loggers import CometLogger",
         "import lightning.pytorch",
         "from lightning.pytorch.callbacks import BasePredictionWriter",
     ],
@@ -450,6 +460,7 @@ def test_the_suite_has_ten_programs_each_run_by_a_test_here() -> None:
     assert len(SUITE) >= 10 and tested == set(SUITE)
 
 
+@pytest.mark.slow
 def test_gan_manual_optimization_with_two_optimizers(suite: _Suite) -> None:
     result = suite.surge("gan")
     trainer, model = result["trainer"], result["model"]
@@ -463,6 +474,7 @@ def test_gan_manual_optimization_with_two_optimizers(suite: _Suite) -> None:
     _assert_same_run(result, lightning)
 
 
+@pytest.mark.slow
 def test_torchmetrics_objects_logged_and_reset_as_lightning_does(suite: _Suite) -> None:
     result = suite.surge("torchmetrics_classifier")
     model = result["model"]
@@ -491,15 +503,173 @@ def _event_tags(directory: str) -> Any:
     return accumulator
 
 
+def _fit_row_step(step: int, written_by_the_trainer: bool) -> int:
+    """A step of Surge's, in Lightning's count: the Trainer's own rows of a fit are at ``global_step``, Lightning's
+    at the index of the step just taken, one less (docs/porting.md, "Metrics"); a step the program gives is its."""
+    return step - 1 if written_by_the_trainer else step
+
+
+def _files(root: Path) -> set[str]:
+    """The files under ``root``, relative to it; event files by their directory (their names hold a time)."""
+    return {
+        str(p.relative_to(root)) if "tfevents" not in p.name else f"{p.parent.relative_to(root)}/<events>"
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.mark.slow
 def test_logger_objects_and_their_experiment(suite: _Suite) -> None:
-    # Not ported yet (issue 17 stays open for it): Lightning's logger objects. The import says so and names the
-    # replacement. Once they are, this test compares the TensorBoard scalars and histograms with Lightning's.
-    with pytest.raises(ImportError, match=r"not ported yet: choose loggers by name"):
-        suite.surge("loggers")
-    lightning = suite.lightning("loggers")  # Lightning's half still runs, as the reference for that day
-    assert [e.step for e in _event_tags(lightning["tensorboard_dir"]).Histograms("weights")] == [0, 1, 2]
+    result = suite.surge("loggers")
+    trainer, model, root = result["trainer"], result["model"], result["root"]
+    tensorboard, csv = trainer.loggers  # the objects of Trainer(logger=[tensorboard, csv]), as passed
+    assert type(tensorboard).__name__ == "TensorBoardLogger" and type(csv).__name__ == "CSVLogger"
+    assert model.logger is tensorboard and model.loggers == [tensorboard, csv]
+    assert (tensorboard.name, tensorboard.version, csv.version) == ("lightning_logs", 0, 1)
+    assert tensorboard.save_dir == csv.save_dir == str(root) and trainer.log_dir == tensorboard.log_dir
+
+    lightning = suite.lightning("loggers")
+    _assert_same_run(result, lightning)
+    ltrainer, lroot = lightning["trainer"], lightning["root"]
+    # the same directories, files and checkpoint: save_dir/lightning_logs/version_0 for TensorBoard (the first
+    # logger, so the run's: its checkpoints), version_1 for the CSV logger
+    for key in ("tensorboard_dir", "csv_dir"):
+        assert Path(result[key]).relative_to(root) == Path(lightning[key]).relative_to(lroot)
+    assert Path(trainer.log_dir).relative_to(root) == Path(ltrainer.log_dir).relative_to(lroot)
+    assert Path(result["tensorboard_dir"]).relative_to(root) == Path("lightning_logs", "version_0")
+    surge_sidecars = {"plugins.json", "experiment.json", ".sha256"}  # the run's plugin set, checkpoint commit files
+    extra = {f for f in _files(root) if not any(f.endswith(s) for s in surge_sidecars)}
+    assert extra == _files(lroot), sorted(extra ^ _files(lroot))
+    for directory in ("tensorboard_dir", "csv_dir"):
+        hparams = Path(result[directory], "hparams.yaml").read_text()
+        assert hparams == Path(lightning[directory], "hparams.yaml").read_text() == "lr: 0.05\n"
+
+    # TensorBoard: the same scalars with the same values, the histograms of self.logger.experiment at their steps
+    surge_tb, lightning_tb = _event_tags(result["tensorboard_dir"]), _event_tags(lightning["tensorboard_dir"])
+    scalars = sorted(lightning_tb.Tags()["scalars"])
+    assert (
+        sorted(surge_tb.Tags()["scalars"]) == scalars == ["epoch", "hp_metric", "train_loss", "val_loss", "weight_norm"]
+    )
+    for tag in scalars:
+        by_trainer = tag in ("epoch", "train_loss", "val_loss")  # hp_metric: step 0; weight_norm: the program's
+        surge_events = [(_fit_row_step(e.step, by_trainer), e.value) for e in surge_tb.Scalars(tag)]
+        assert surge_events == [(e.step, e.value) for e in lightning_tb.Scalars(tag)], tag
+    histograms = [surge_tb.Histograms("weights"), lightning_tb.Histograms("weights")]
+    assert [e.step for e in histograms[0]] == [e.step for e in histograms[1]] == [0, 1, 2]
+    for mine, theirs in zip(*histograms, strict=True):
+        assert (mine.histogram_value.num, mine.histogram_value.sum) == (
+            theirs.histogram_value.num,
+            theirs.histogram_value.sum,
+        )
+
+    # metrics.csv: the same columns (sorted), and rows
+    surge_csv, lightning_csv = (Path(r["csv_dir"], "metrics.csv").read_text().splitlines() for r in (result, lightning))
+    assert surge_csv[0] == lightning_csv[0] == "epoch,step,train_loss,val_loss,weight_norm"
+    rows = [line.split(",") for line in surge_csv[1:]]
+    in_lightning_steps = [[r[0], str(_fit_row_step(int(r[1]), r[0] != "")), *r[2:]] for r in rows]
+    assert in_lightning_steps == [line.split(",") for line in lightning_csv[1:]]
 
 
+def _as_lightning_calls(calls: list[tuple[Any, ...]], fitting: bool) -> list[tuple[Any, ...]]:
+    """A custom logger's calls under Surge as Lightning's would read: the steps of the Trainer's rows (those with
+    an ``epoch``) of a fit in Lightning's count, and ``after_save_checkpoint`` left out (compared apart: Surge's
+    checkpoint saves before the Module's ``on_train_epoch_end``, Lightning's after)."""
+    return [
+        (name, args[0], _fit_row_step(args[1], fitting and "epoch" in args[0]))
+        if name == "log_metrics"
+        else (name, *args)
+        for name, *args in calls
+        if name != "after_save_checkpoint"
+    ]
+
+
+@pytest.mark.slow
+def test_a_logger_of_ones_own_is_called_as_lightning_calls_it(suite: _Suite) -> None:
+    result = suite.surge("custom_logger")
+    trainer, logger = result["trainer"], result["logger"]
+    assert trainer.loggers == [logger] and result["model"].logger is logger and trainer.logger is logger
+    fit = result["fit_calls"]
+    assert fit[:3] == [("log_hyperparams", {"lr": 0.1, "fail_at_step": -1}), ("log_graph", "LitModel"), ("save",)]
+    assert fit[3:5] == [("log_metrics", {"train_loss": pytest.approx(0.94, abs=0.01), "epoch": 0}, 2), ("save",)]
+    assert ("log_metrics", {"bias": float(result["model"].layer.bias)}, 12) in fit  # self.logger.log_metrics
+    assert fit[-1] == ("finalize", "success") and result["validate_calls"][-1] == ("finalize", "success")
+    assert result["failure"] == "the data ran out" and result["failed_calls"][-1] == ("finalize", "failed")
+
+    lightning = suite.lightning("custom_logger")
+    _assert_same_run(result, lightning)
+    for key, fitting in (("fit_calls", True), ("validate_calls", False), ("failed_calls", True)):
+        theirs = [call for call in lightning[key] if call[0] != "after_save_checkpoint"]
+        assert _as_lightning_calls(result[key], fitting) == theirs, key
+    saves = [call for call in fit if call[0] == "after_save_checkpoint"]
+    assert saves == [call for call in lightning["fit_calls"] if call[0] == "after_save_checkpoint"]
+    assert saves == [("after_save_checkpoint", "ModelCheckpoint")] * 2
+
+
+_WANDB_RANDOM = ("_runtime", "_timestamp", "samples.artifact_path", "samples._latest_artifact_path")
+"""History columns of an offline W&B run that differ between any two runs: times and random artifact ids."""
+
+
+def _wandb_layout(root: Path, run_id: str) -> set[str]:
+    """The files under ``root`` with the run's id and start time left out of their paths."""
+    return {
+        re.sub(r"offline-run-\d{8}_\d{6}-", "offline-run-", str(p.relative_to(root))).replace(run_id, "<id>")
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.mark.slow
+def test_wandb_logger_writes_lightnings_offline_run(
+    suite: _Suite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from surge_wandb.offline import read_runs
+
+    # wandb quiet, its caches and settings under tmp_path; no API key anywhere, so nothing can go online
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_PROJECT", "WANDB_ENTITY", "WANDB_DIR", "WANDB_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_CONSOLE", "off")
+    monkeypatch.setenv("WANDB__DISABLE_STATS", "true")
+    for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_ARTIFACT_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+
+    result = suite.surge("wandb_logger")
+    trainer, logger, root = result["trainer"], result["trainer"].logger, result["root"]
+    assert type(logger).__name__ == "WandbLogger" and result["model"].logger is logger
+    # read now: this also shuts wandb's service down, so that Lightning's run below sets wandb up anew, as in a
+    # new process (its offline=True sets WANDB_MODE, which wandb reads when it is set up)
+    (ours,) = read_runs(root)
+    assert (ours.id, ours.project) == (result["run_id"], result["project"])  # logger.version and logger.name
+    assert ours.project == "porting" and ours.exit_code == 0  # finished by the program's wandb.finish()
+    assert ours.config == {"batch_size": 16, "lr": 0.05, "hidden": 16}  # experiment.config, then save_hyperparameters
+    assert ours.step_metrics == {"trainer/global_step": "", "*": "trainer/global_step"}
+    rows = [{k: v for k, v in row.items() if k not in _WANDB_RANDOM} for row in ours.history]
+    assert [r["trainer/global_step"] for r in rows if "train_loss" in r] == [4, 8, 12, 16, 20, 24]
+    assert [r["trainer/global_step"] for r in rows if "samples._type" in r] == [8, 16, 24]  # log_text: step synced
+    assert Path(result["checkpoint"]).parent == root / "porting" / ours.id / "checkpoints"  # save_dir/project/id
+    assert trainer.log_dir == str(root / "porting" / ours.id) and result["save_dir"] == str(root)
+
+    lightning = suite.lightning("wandb_logger")
+    _assert_same_run(result, lightning)
+    (theirs,) = read_runs(lightning["root"])
+    assert (theirs.project, theirs.config, theirs.step_metrics) == (ours.project, ours.config, ours.step_metrics)
+    assert theirs.exit_code == ours.exit_code == 0
+    # every row: the same wandb _step, keys and values (the tables' files, by their sha256, too); the Trainer's
+    # steps one more than Lightning's (docs/porting.md, "Metrics"), the tables' synced from them
+    theirs_rows = [{k: v for k, v in row.items() if k not in _WANDB_RANDOM} for row in theirs.history]
+    in_lightning_steps = [{**row, "trainer/global_step": row["trainer/global_step"] - 1} for row in rows]
+    assert in_lightning_steps == theirs_rows
+    # the same files: wandb's under save_dir/wandb, the checkpoint in save_dir/project/<run id>/checkpoints; Surge's
+    # own beside them (the run's plugins.json, the checkpoint's commit marker and experiment.json)
+    surge_sidecars = ("plugins.json", "experiment.json", ".sha256")
+    extra = {f for f in _wandb_layout(root, ours.id) if not f.endswith(surge_sidecars)}
+    assert extra == _wandb_layout(lightning["root"], theirs.id)
+    # Lightning's trainer.log_dir is a WandbLogger's save_dir; Surge's is the run directory, the checkpoints' parent
+    assert lightning["trainer"].log_dir == str(lightning["root"]) != trainer.log_dir
+
+
+@pytest.mark.slow
 def test_tuner_scales_the_batch_and_finds_a_learning_rate(suite: _Suite, tmp_path: Path) -> None:
     result = suite.surge("tuner")
     model, finder = result["model"], result["lr_finder"]
@@ -530,6 +700,7 @@ def test_tuner_scales_the_batch_and_finds_a_learning_rate(suite: _Suite, tmp_pat
     assert lrs[1] == pytest.approx(1e-4 * (1e4) ** (1 / 99))
 
 
+@pytest.mark.slow
 def test_early_stopping_and_the_best_checkpoint(suite: _Suite) -> None:
     result = suite.surge("early_stopping")
     trainer, stopped = result["trainer"], result["stopped_epoch"]
@@ -550,6 +721,7 @@ def test_early_stopping_and_the_best_checkpoint(suite: _Suite) -> None:
     assert lightning["tested"] == [pytest.approx(tested)]
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_clipping_and_grad_norm(suite: _Suite) -> None:
     result = suite.surge("accumulate_clip")
     metrics = result["fit_metrics"]
@@ -561,6 +733,7 @@ def test_gradient_accumulation_clipping_and_grad_norm(suite: _Suite) -> None:
     _assert_same_run(result, suite.lightning("accumulate_clip"))  # the same clipped steps: the same weights
 
 
+@pytest.mark.slow
 def test_per_step_scheduler_and_learning_rate_monitor(suite: _Suite) -> None:
     result = suite.surge("step_scheduler")
     lrs = result["lrs"]
@@ -573,6 +746,7 @@ def test_per_step_scheduler_and_learning_rate_monitor(suite: _Suite) -> None:
     assert lrs == lightning["lrs"]
 
 
+@pytest.mark.slow
 def test_predict_step_without_batch_idx_frozen_model_and_a_prediction_callback(suite: _Suite) -> None:
     result = suite.surge("predict")
     predictions, model = result["predictions"], result["model"]
@@ -588,6 +762,7 @@ def test_predict_step_without_batch_idx_frozen_model_and_a_prediction_callback(s
     assert all(torch.equal(a, b) for a, b in zip(predictions, lightning["predictions"]))
 
 
+@pytest.mark.slow
 def test_a_lightning_callback_sees_the_hooks_lightning_calls(suite: _Suite) -> None:
     result = suite.surge("custom_callback")
     trace = result["trace"]
@@ -630,6 +805,7 @@ def test_a_lightning_callback_sees_the_hooks_lightning_calls(suite: _Suite) -> N
     assert ours[1:start] == theirs[1:start] and ours[start + 1 :] == theirs[start + 1 :]
 
 
+@pytest.mark.slow
 def test_a_lightning_1x_program_runs_with_its_arguments_and_epoch_end_hooks(suite: _Suite) -> None:
     result = suite.surge("lightning1x")
     model, trainer = result["model"], result["trainer"]
@@ -653,6 +829,7 @@ def test_a_lightning_1x_program_runs_with_its_arguments_and_epoch_end_hooks(suit
         suite.lightning("lightning1x")
 
 
+@pytest.mark.slow
 def test_a_profiler_object_a_custom_action_and_the_debugging_flags(suite: _Suite) -> None:
     result = suite.surge("profiler_flags")
     assert result["trainer"].global_step == 2 * 96 // 12
@@ -664,6 +841,7 @@ def test_a_profiler_object_a_custom_action_and_the_debugging_flags(suite: _Suite
     assert "my_custom_action" in (lightning["root"] / "fit-perf_logs.txt").read_text()
 
 
+@pytest.mark.slow
 def test_lightning_cli_script_with_run_false(suite: _Suite) -> None:
     result = suite.surge("cli_autoencoder")  # --model.hidden_dim=32 --data.batch_size=16, seed 1234 by default
     cli, model, trainer = result["cli"], result["model"], result["trainer"]
@@ -680,6 +858,7 @@ def test_lightning_cli_script_with_run_false(suite: _Suite) -> None:
     assert "hidden_dim: 32" in theirs and "seed_everything: 1234" in theirs
 
 
+@pytest.mark.slow
 def test_lightning_cli_subcommands_and_a_config_file(suite: _Suite) -> None:
     result = suite.surge("cli_subcommands")  # fit --config cli_subcommands.yaml --trainer.max_epochs=3
     model, trainer = result["model"], result["trainer"]
@@ -702,6 +881,7 @@ def test_lightning_cli_subcommands_and_a_config_file(suite: _Suite) -> None:
     assert validate(lightning) == pytest.approx(validated, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["autoencoder", "classifier", "callbacks"])
 def test_the_first_three_give_lightnings_numbers(suite: _Suite, name: str) -> None:
     result = suite.surge(name)

@@ -304,7 +304,7 @@ def test_without_a_checkpoint_the_rng_draws_differ(tmp_path):
 def test_several_train_loaders_are_replayed_to_the_position(tmp_path):
     """A combined loader has no sampler to skip in: the batches done are drawn again from the epoch-start
     RNG states. (Not exact when a shorter loader restarts mid-epoch in max_size_cycle mode: that restart
-    drew its order from the RNG as training had left it; see surge._resume.)"""
+    drew its order from the RNG as training had left it; see surge.engine._resume.)"""
 
     def loaders() -> dict[str, DataLoader]:
         return {
@@ -465,9 +465,10 @@ class Resolver:
     def __init__(self, answers: dict[str, str | None]) -> None:
         self.answers, self.asked = answers, []
 
-    def surge_checkpoint_path(self, alias: str) -> str | None:
-        self.asked.append(alias)
-        return self.answers.get(alias)
+    @surge.hookimpl
+    def checkpoint_path(self, event: surge.events.CheckpointPath) -> str | None:
+        self.asked.append(event.alias)
+        return self.answers.get(event.alias)
 
 
 def _saved_run(tmp_path: Any) -> tuple[str, surge.Trainer]:

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import surge
 import torch
+from surge.testing import quiet_trainer_args
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-QUIET = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = quiet_trainer_args()
 
 
 def _data() -> TensorDataset:

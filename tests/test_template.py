@@ -23,8 +23,8 @@ import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pydantic
 import pytest
 import surge
-from surge import _cli_new
 from surge.cli import main
+from surge.cli import new as _cli_new
 from surge.events import EVENTS
 from surge.testing import PluginEnv, TinyFit, assert_discovered, run_tiny_fit
 
@@ -229,7 +229,7 @@ def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
 
     env = dists.child_env()
     children = {
-        "listing": dists.start([python, "-m", "surge.cli", "plugins", "--json"], env, tmp_path),
+        "listing": dists.start([python, "-m", "surge", "plugins", "--json"], env, tmp_path),
         "fit": dists.start([python, "-c", FIT, str(tmp_path / "runs")], env, tmp_path),
         "tests": dists.start([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], env, project),
     }
@@ -250,7 +250,7 @@ def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
     assert "grad-norm" in fit["order"] and "grad-norm" in fit["run_plugins"]
 
     rc, out, err = children["tests"].wait()
-    assert rc == 0 and re.search(r"\b6 passed\b", out), f"generated tests failed\n{out}\n{err}"
+    assert rc == 0 and re.search(r"\b7 passed\b", out), f"generated tests failed\n{out}\n{err}"
 
 
 # -- copier update -----------------------------------------------------------------------------------

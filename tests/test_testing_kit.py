@@ -15,7 +15,7 @@ from pathlib import Path
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pytest
 import torch
-from surge.testing import PluginEnv, run_tiny_fit
+from surge.testing import PluginEnv, quiet_trainer_args, run_tiny_fit
 
 UNRELATED_TEST = """
 import json, sys
@@ -53,6 +53,7 @@ def _pytest(directory: Path, *args: str) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_an_unrelated_pytest_session_imports_neither_surge_nor_torch(tmp_path: Path) -> None:
     (tmp_path / "test_unrelated.py").write_text(UNRELATED_TEST)
     _pytest(tmp_path)
@@ -60,6 +61,7 @@ def test_an_unrelated_pytest_session_imports_neither_surge_nor_torch(tmp_path: P
     assert host == {"loaded": [], "finders": []}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opt_in", ["conftest", "-p"])
 def test_a_session_that_opts_in_gets_the_fixtures(tmp_path: Path, opt_in: str) -> None:
     (tmp_path / "test_kit.py").write_text(KIT_TEST)
@@ -98,3 +100,20 @@ def test_two_tiny_fits_train_the_same_weights(tmp_path: Path) -> None:
     a, b, c = weights(first), weights(second), weights(other)
     assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)  # another seed, other weights
+
+
+def test_quiet_trainer_args_turn_off_what_prints_or_writes(tmp_path: Path) -> None:
+    loud = run_tiny_fit(default_root_dir=str(tmp_path / "loud"))
+    (tmp_path / "quiet").mkdir()
+    quiet = run_tiny_fit(default_root_dir=str(tmp_path / "quiet"), **quiet_trainer_args())
+    assert set(loud.trainer.plugin_names) - set(quiet.trainer.plugin_names) == {
+        "checkpoint",
+        "csv",
+        "model_summary",
+        "progress",
+    }
+    assert list((tmp_path / "quiet").iterdir()) == []  # no run directory: nothing was written
+    with_csv = run_tiny_fit(default_root_dir=str(tmp_path / "csv"), **quiet_trainer_args(logger=["csv"]))
+    assert set(with_csv.trainer.plugin_names) - set(quiet.trainer.plugin_names) == {"csv"}
+    log_dir = with_csv.trainer.log_dir
+    assert log_dir is not None and (Path(log_dir) / "metrics.csv").exists()

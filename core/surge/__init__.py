@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from surge import checkpoint, events
 from surge._logging import configure_logging
-from surge.backends import Accelerator, Precision, Strategy
+from surge.engine.module import DataModule, Module
+from surge.engine.trainer import Trainer
 from surge.errors import ConfigError, PluginError, SurgeError
-from surge.hooks import hookimpl
-from surge.module import DataModule, Module
+from surge.events.hooks import hookimpl
 from surge.plugins import Plugin
+from surge.plugins.backends import Accelerator, Precision, Strategy
 from surge.seed import seed_everything
-from surge.trainer import Trainer
 
 __version__ = "0.1.0"
 

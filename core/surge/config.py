@@ -65,7 +65,7 @@ class TrainerConfig(BaseModel):
     ``gradient_accumulation_scheduler`` plugin)."""
     gradient_clip_val: Fraction | None = Field(None, ge=0)
     gradient_clip_algorithm: Literal["norm", "value"] = "norm"
-    # seed switches for training techniques, each served by a plugin (see ``SEED_SWITCHES``)
+    # seed switches for training techniques, each served by a plugin that claims it (surge.Plugin(switches=...))
     stochastic_weight_avg: bool = False
     track_grad_norm: int | float | str = -1
     terminate_on_nan: bool = False

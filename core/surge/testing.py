@@ -9,7 +9,8 @@ imports torch. What a plugin's tests need (docs/plugins.md, "Testing"):
 * :func:`assert_discovered` checks that an installed distribution's ``surge.plugins`` entry point is found,
   loads, and declares the expected kind;
 * :class:`PluginEnv` makes a :class:`surge.Plugin` discoverable without installing it (or hides the
-  installed ones) until it is restored.
+  installed ones) until it is restored;
+* :func:`quiet_trainer_args` gives the Trainer arguments of a run that prints and writes nothing of its own.
 
 In a session that opted in, Surge's log records are on (see :func:`pytest_configure`). Fixtures:
 
@@ -43,7 +44,6 @@ from torch.utils.data import DataLoader, TensorDataset
 import surge
 from surge import plugins as _plugins
 from surge.events import EVENTS, Event
-from surge.hooks import hookimpl
 
 __all__ = [
     "ChildLines",
@@ -53,6 +53,7 @@ __all__ = [
     "TinyModule",
     "TinyDataModule",
     "assert_discovered",
+    "quiet_trainer_args",
     "run_tiny_fit",
 ]
 
@@ -115,7 +116,7 @@ def _recording_handler(event_name: str) -> Callable[..., None]:
         self.events.append((event_name, event))
 
     handler.__name__ = event_name
-    return hookimpl(handler)
+    return surge.hookimpl(handler)
 
 
 for _name in EVENTS:
@@ -318,10 +319,11 @@ class TinyFit:
 
     def plugin(self, name: str) -> Any:
         """The object plugin ``name``'s factory built for this run (the one its handlers ran on)."""
-        for sub in self.trainer._plugin_subscribers:
-            if sub.name == name:
-                return sub.obj
-        active = sorted(s.name for s in self.trainer._plugin_subscribers if s.name != self.recorder.surge_name)
+        try:
+            return self.trainer.plugin(name)
+        except LookupError:
+            pass
+        active = sorted(n for n in self.trainer.plugin_names if n != self.recorder.surge_name)
         raise LookupError(
             f"plugin '{name}' was not active in this fit; active: {', '.join(active) or 'none'}. Ask for it by "
             f"name (run_tiny_fit(plugins=['{name}'])) unless it is on by default, and check that it is installed"
@@ -372,6 +374,19 @@ def run_tiny_fit(
         torch.manual_seed(seed)
         trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=ckpt_path)
     return TinyFit(trainer, recorder)
+
+
+def quiet_trainer_args(**overrides: Any) -> dict[str, Any]:
+    """Trainer arguments for a test run that prints and writes nothing of its own: no logger, no checkpoint
+    callback, no progress bar, no model summary. ``overrides`` add arguments or turn one back on:
+    ``surge.Trainer(**quiet_trainer_args(logger=["csv"], max_epochs=2))``. Lightning's Trainer takes them too."""
+    return {
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_progress_bar": False,
+        "enable_model_summary": False,
+        **overrides,
+    }
 
 
 def assert_discovered(name: str, distribution: str | None = None, kind: str | None = None) -> surge.Plugin:

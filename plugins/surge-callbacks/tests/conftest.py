@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 
 
 @pytest.fixture
@@ -30,11 +30,7 @@ def fit(tmp_path: Path) -> Callable[..., surge.Trainer]:
         kwargs.setdefault("limit_train_batches", 4)
         kwargs.setdefault("limit_val_batches", 2)
         kwargs.setdefault("num_sanity_val_steps", 0)
-        kwargs.setdefault("logger", False)
-        kwargs.setdefault("enable_checkpointing", False)
-        kwargs.setdefault("enable_progress_bar", False)
-        kwargs.setdefault("enable_model_summary", False)
-        trainer = surge.Trainer(plugins=plugins, **kwargs)
+        trainer = surge.Trainer(plugins=plugins, **quiet_trainer_args(**kwargs))
         torch.manual_seed(0)
         trainer.fit(model or TinyModule(), datamodule=datamodule or TinyDataModule(), ckpt_path=ckpt_path)
         return trainer

@@ -16,7 +16,7 @@ import surge
 import torch
 from loguru import logger
 from surge import checkpoint as store
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 from surge_checkpoint import ModelCheckpoint
 from torch import nn
 
@@ -25,7 +25,7 @@ class Other(TinyModule):
     """The same network as TinyModule under another class: its weights load into a TinyModule."""
 
 
-QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = quiet_trainer_args(enable_checkpointing=True)
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 import surge
 import surge_devices
 import torch
-from surge.backends import move_to_device
 from surge.errors import ProviderError
+from surge.plugins.backends import move_to_device
 from surge.testing import TinyDataModule, TinyModule
 
 CUDA = torch.cuda.is_available()

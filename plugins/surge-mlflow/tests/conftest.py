@@ -39,10 +39,7 @@ def experiment(request: pytest.FixtureRequest) -> str:
 
 
 def _mlflow_of(trainer: surge.Trainer) -> Any:
-    for sub in trainer._plugin_subscribers:
-        if sub.name == "mlflow":
-            return sub.obj
-    raise LookupError(f"the mlflow plugin is not active; active: {trainer.plugin_names}")
+    return trainer.plugin("mlflow")
 
 
 @pytest.fixture

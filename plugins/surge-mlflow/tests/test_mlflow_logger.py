@@ -256,7 +256,7 @@ def test_default_store_in_the_root_dir_and_checkpoints_as_artifacts(make, tmp_pa
     root = tmp_path / "root"
     trainer = make({"log_checkpoints": True}, [Leftovers()], default_root_dir=str(root), logger="mlflow", max_epochs=2)
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
-    logger = next(s.obj for s in trainer._plugin_subscribers if s.name == "mlflow")
+    logger = trainer.plugin("mlflow")
 
     assert (root / "mlflow.db").is_file() and logger.store.uri == "sqlite:///" + (root / "mlflow.db").as_posix()
     from mlflow.tracking import MlflowClient
@@ -275,7 +275,7 @@ def test_default_store_in_the_root_dir_and_checkpoints_as_artifacts(make, tmp_pa
     other = tmp_path / "elsewhere"
     resumed = make({}, default_root_dir=str(other), logger="mlflow", max_epochs=3)
     resumed.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=os.path.join(local, "epoch=1-step=8.ckpt"))
-    assert next(s.obj for s in resumed._plugin_subscribers if s.name == "mlflow").run_id == logger.run_id
+    assert resumed.plugin("mlflow").run_id == logger.run_id
     assert not (other / "mlflow.db").exists()
     run = client.get_run(logger.run_id)
     assert run.info.status == "FINISHED" and run.data.tags["surge.run_dir"] == resumed.run_dir
@@ -297,7 +297,7 @@ def test_nothing_on_a_non_zero_rank(fit, tmp_path, monkeypatch, recorder):
     monkeypatch.setattr(surge.Trainer, "is_global_zero", property(lambda self: False))
     uri = "sqlite:///" + (tmp_path / "never" / "mlflow.db").as_posix()
     trainer = fit({"tracking_uri": uri}, extras=[recorder])
-    logger = next(s.obj for s in trainer._plugin_subscribers if s.name == "mlflow")
+    logger = trainer.plugin("mlflow")
     assert recorder.of("setup") and recorder.of("teardown") and not recorder.of("log_metrics")
     assert logger.run_id is None and logger.store is None
     assert not (tmp_path / "never").exists()

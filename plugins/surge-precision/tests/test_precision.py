@@ -14,9 +14,9 @@ import surge_precision
 import torch
 from loguru import logger
 from surge.errors import ProviderError
-from surge.testing import TinyDataModule, TinyModule, assert_discovered
+from surge.testing import TinyDataModule, TinyModule, assert_discovered, quiet_trainer_args
 
-QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+QUIET = quiet_trainer_args()
 EPOCHS = 5
 
 # Relative difference of the final validation loss (the trained weights evaluated in float32 on the whole

@@ -14,8 +14,6 @@ import pytest
 import surge
 import torch
 from loguru import logger
-from surge._bus import _TimedDispatch
-from surge.events import EVENTS
 from surge.testing import TinyDataModule, TinyModule, assert_discovered
 from surge_profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler, Spans
 
@@ -60,10 +58,6 @@ def _fit(tmp_path: Path, profiler: Any, plugins: Any = None, **kwargs: Any) -> s
     return trainer
 
 
-def _timed_events(trainer: surge.Trainer) -> list[str]:
-    return [name for name in EVENTS if isinstance(getattr(trainer._bus, name), _TimedDispatch)]
-
-
 def test_is_discovered() -> None:
     plugin = assert_discovered("profilers", distribution="surge-profilers", kind="provider")
     assert set(plugin.provides["profiler"]) == {"simple", "advanced", "pytorch"}
@@ -78,7 +72,6 @@ def test_simple_attributes_a_slow_plugin_to_it(tmp_path: Path, capsys: pytest.Ca
     profiler = trainer.profiler
     assert isinstance(profiler, SimpleProfiler)
     assert "profilers.profiler" in trainer.plugin_names
-    assert "train_batch_end" in _timed_events(trainer)  # the profiler's handler_timer times every handler
 
     slow = profiler.handlers[("slow", "train_batch_end")]
     assert slow.calls == 4 and slow.mean >= 0.005
@@ -216,9 +209,7 @@ def test_without_a_profiler_nothing_is_registered_and_nothing_is_timed(tmp_path:
     trainer = _fit(tmp_path, None, plugins=[Slow()], logger=False)
     assert trainer.profiler is None
     assert not any("profiler" in name for name in trainer.plugin_names)
-    assert trainer._bus.train_batch_end is not None and _timed_events(trainer) == []
-    # a profiler without handler_timer (advanced) leaves the dispatchers plain too
-    assert _timed_events(_fit(tmp_path, AdvancedProfiler(stream=None), logger=False)) == []
+    # that the dispatchers then stay plain (no timing wrapper) is the core's to check: tests/test_bus.py
 
 
 # -- spans from names ---------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ def test_step_interval_follows_the_schedule_at_the_logging_steps(tmp_path):
             "lr-SGD-weight_decay": 1e-4,
         }
     assert [writes[s]["lr-SGD"] for s in (2, 4, 6, 8)] == pytest.approx([0.1, 0.05, 0.05, 0.05 / 2])
-    monitor = next(s.obj for s in trainer._plugin_subscribers if s.name == "lr_monitor")
+    monitor = trainer.plugin("lr_monitor")
     assert monitor.lrs["lr-SGD"] == [writes[s]["lr-SGD"] for s in sorted(writes)]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -95,11 +95,7 @@ def fit(tmp_path: Path) -> Callable[..., surge.Trainer]:
         kwargs.setdefault("max_epochs", 3)
         kwargs.setdefault("limit_train_batches", BATCHES)
         kwargs.setdefault("limit_val_batches", 2)
-        kwargs.setdefault("logger", False)
-        kwargs.setdefault("enable_checkpointing", False)
-        kwargs.setdefault("enable_progress_bar", False)
-        kwargs.setdefault("enable_model_summary", False)
-        trainer = surge.Trainer(plugins=plugins, **kwargs)
+        trainer = surge.Trainer(plugins=plugins, **quiet_trainer_args(**kwargs))
         if model is None:
             torch.manual_seed(0)
             model = BNModule()
@@ -112,7 +108,7 @@ def fit(tmp_path: Path) -> Callable[..., surge.Trainer]:
 
 def plugin_of(trainer: surge.Trainer, name: str) -> Any:
     """The active plugin object called ``name``."""
-    return next(s.obj for s in trainer._plugin_subscribers if s.name == name)
+    return trainer.plugin(name)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ def test_is_discovered_as_an_observer_logger_off_by_default():
     assert plugin.default is False
 
 
+@pytest.mark.slow
 def test_importing_the_plugin_or_building_a_trainer_does_not_import_tensorboard(tmp_path):
     code = textwrap.dedent(
         f"""

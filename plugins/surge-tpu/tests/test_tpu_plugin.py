@@ -39,6 +39,7 @@ def test_unavailable_without_torch_xla() -> None:
     assert not surge_tpu.XLAAccelerator.is_available()
 
 
+@pytest.mark.slow
 def test_importing_the_plugin_does_not_import_torch_xla() -> None:
     code = (
         "import sys, surge, surge_tpu\n"
@@ -77,6 +78,7 @@ def test_cpu_fit_is_unaffected(tiny_fit) -> None:  # type: ignore[no-untyped-def
     assert fit.trainer.catalog.records["tpu"].status != "active"
 
 
+@pytest.mark.slow
 def test_a_torch_xla_that_fails_to_import_is_explained(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # torch_xla built for another torch fails at import with undefined symbols; a stand-in package does the same
     (tmp_path / "torch_xla").mkdir()

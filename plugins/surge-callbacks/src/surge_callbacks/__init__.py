@@ -3,7 +3,8 @@
 Six plugins, each on request, each usable by name with settings (``Trainer(plugins={"early_stopping":
 {"monitor": "val_loss"}})``) or as an object (``Trainer(plugins=[EarlyStopping(monitor="val_loss")])``):
 
-* ``early_stopping`` / :class:`EarlyStopping`: stop when a metric stops improving;
+* ``early_stopping`` / :class:`EarlyStopping`: stop when a metric stops improving; each check is published
+  as the event ``early_stopping_check`` (:class:`EarlyStoppingCheck`), which the progress bar shows;
 * ``timer`` / :class:`Timer`: stop after a wall time (``Trainer(max_time=...)``);
 * ``gradient_accumulation_scheduler`` / :class:`GradientAccumulationScheduler`: batches per optimizer step,
   per epoch (``Trainer(accumulate_grad_batches={0: 1, 4: 2})``);
@@ -21,7 +22,7 @@ import surge
 
 from surge_callbacks._accumulation import AccumulationConfig, GradientAccumulationScheduler
 from surge_callbacks._device_stats import DeviceStatsConfig, DeviceStatsMonitor
-from surge_callbacks._early_stopping import EarlyStopping, EarlyStoppingConfig, EarlyStoppingReason
+from surge_callbacks._early_stopping import EarlyStopping, EarlyStoppingCheck, EarlyStoppingConfig, EarlyStoppingReason
 from surge_callbacks._grad_norm import GradNormConfig, GradNormTracker
 from surge_callbacks._nan_guard import NaNGuard, NaNGuardConfig, NonFiniteError, first_non_finite
 from surge_callbacks._timer import Timer, TimerConfig, parse_duration
@@ -31,6 +32,7 @@ __all__ = [
     "DeviceStatsConfig",
     "DeviceStatsMonitor",
     "EarlyStopping",
+    "EarlyStoppingCheck",
     "EarlyStoppingConfig",
     "EarlyStoppingReason",
     "GradNormConfig",
@@ -56,6 +58,7 @@ early_stopping_plugin = surge.Plugin(
     kind="participant",
     factory=EarlyStopping,
     config=EarlyStoppingConfig,
+    events=[EarlyStoppingCheck],
     description="EarlyStopping: stop when a monitored metric stops improving, is not finite, or passes a threshold",
 )
 
@@ -65,6 +68,7 @@ timer_plugin = surge.Plugin(
     factory=Timer,
     config=TimerConfig,
     description="Timer: stop training after a wall time (max_time), counting resumed runs' time",
+    switches={"max_time": lambda value: None if value is None else {"duration": value}},
 )
 
 gradient_accumulation_scheduler_plugin = surge.Plugin(
@@ -73,6 +77,10 @@ gradient_accumulation_scheduler_plugin = surge.Plugin(
     factory=GradientAccumulationScheduler,
     config=AccumulationConfig,
     description="batches accumulated per optimizer step, scheduled by epoch (accumulate_grad_batches={epoch: k})",
+    # an int is the loop's own factor; a {epoch: k} schedule is this plugin's
+    switches={
+        "accumulate_grad_batches": lambda value: {"scheduling": dict(value)} if isinstance(value, dict) else None
+    },
 )
 
 nan_guard_plugin = surge.Plugin(
@@ -81,6 +89,7 @@ nan_guard_plugin = surge.Plugin(
     factory=NaNGuard,
     config=NaNGuardConfig,
     description="stop at the first NaN/inf loss or gradient, naming the parameter (terminate_on_nan)",
+    switches={"terminate_on_nan": lambda value: {} if value else None},
 )
 
 grad_norm_plugin = surge.Plugin(
@@ -89,6 +98,7 @@ grad_norm_plugin = surge.Plugin(
     factory=GradNormTracker,
     config=GradNormConfig,
     description="per-parameter and total gradient p-norms, written at the logging steps (track_grad_norm)",
+    switches={"track_grad_norm": lambda value: None if value == -1 else {"norm_type": value}},
 )
 
 device_stats_plugin = surge.Plugin(
@@ -97,4 +107,5 @@ device_stats_plugin = surge.Plugin(
     factory=DeviceStatsMonitor,
     config=DeviceStatsConfig,
     description="GPU memory counters or process RSS/CPU use, written at the logging steps (log_gpu_memory)",
+    switches={"log_gpu_memory": lambda value: None if value is None else {"gpu_memory": value}},
 )

@@ -40,7 +40,7 @@ class AccumulationConfig(BaseModel):
 
 
 class GradientAccumulationScheduler:
-    """Sets ``trainer.accumulate_grad_batches`` when each training epoch starts, from ``scheduling``.
+    """Sets the accumulation factor (``trainer.set_accumulation``) when each training epoch starts, from ``scheduling``.
 
     ``{0: 1, 4: 2, 8: 4}``: one batch per step in epochs 0-3, two in 4-7, four from epoch 8 on. A schedule
     whose first key is above 0 accumulates 1 batch before it (as Lightning does): ``{2: 4}`` is
@@ -74,4 +74,4 @@ class GradientAccumulationScheduler:
     @surge.hookimpl
     def train_epoch_start(self, event: ev.TrainEpochStart) -> None:
         # the loop reads the value right after this event
-        event.trainer.accumulate_grad_batches = self.get_accumulate_grad_batches(event.epoch)
+        event.trainer.set_accumulation(self.get_accumulate_grad_batches(event.epoch))

@@ -94,6 +94,8 @@ class DeviceStatsMonitor:
     def train_batch_end(self, event: ev.TrainBatchEnd) -> None:
         trainer = event.trainer
         step = trainer.global_step
+        # Not @surge.hookimpl(every_n_steps=...): n is the Trainer's log_every_n_steps, and a resumed fit must not
+        # write again at the step it resumes at (the filter's "last step" starts afresh with each run).
         if step == self._last_step or not trainer.should_log:  # several batches of one accumulation window
             return
         self._last_step = step

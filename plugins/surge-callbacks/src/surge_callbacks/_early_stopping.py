@@ -3,17 +3,46 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import surge
 from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field
+from surge.events import Event
 
 if TYPE_CHECKING:
     from surge import events as ev
 
-__all__ = ["EarlyStopping", "EarlyStoppingConfig", "EarlyStoppingReason"]
+__all__ = ["EarlyStopping", "EarlyStoppingCheck", "EarlyStoppingConfig", "EarlyStoppingReason"]
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyStoppingCheck(Event):
+    """An :class:`EarlyStopping` checked its metric: after each validation run of a fit (not the sanity check),
+    or at the end of each training epoch when it checks there (``check_on_train_epoch_end``). Fires on every
+    rank, after the check updated the state and, when it decided to stop, after ``trainer.request_stop``. A
+    check that finds no ``monitor`` metric (``strict=False``) emits nothing.
+
+    ``monitor``: the metric; ``value``: its value at this check; ``best`` and ``best_epoch``: the best value so
+    far and its epoch (``inf``/``-inf`` and ``-1`` before a finite one); ``improved``: whether this check set
+    a new best; ``wait_count``: checks in a row without an improvement of ``min_delta``, out of ``patience``;
+    ``stop_reason``: the reason given to ``request_stop`` when this check stops the fit, else ``None``;
+    ``epoch``: the epoch checked.
+
+    May change: nothing (a handler that wants the fit to stop calls ``trainer.request_stop``)."""
+
+    name: ClassVar[str] = "early_stopping_check"
+    monitor: str
+    value: float
+    best: float
+    best_epoch: int
+    improved: bool
+    wait_count: int
+    patience: int
+    stop_reason: str | None
+    epoch: int
 
 
 class EarlyStoppingReason(Enum):
@@ -116,11 +145,18 @@ class EarlyStopping:
         # per run
         self._at_train_epoch_end = bool(self.check_on_train_epoch_end)
         self._warned_missing = False
+        self._publishes = False  # whether early_stopping_check is emitted (set at train_start)
 
     @property
     def state_key(self) -> str:
         """Where the state lives in a checkpoint: instances watching different metrics keep separate entries."""
         return f"early_stopping[monitor={self.monitor},mode={self.mode}]"
+
+    @property
+    def lightning_state_key(self) -> str:
+        """The key Lightning's EarlyStopping with this monitor and mode keeps its (same-shaped) state under: a
+        ``fit(ckpt_path=...)`` of a Lightning checkpoint restores this instance from it."""
+        return f"EarlyStopping{ {'monitor': self.monitor, 'mode': self.mode}!r}"
 
     @property
     def surge_name(self) -> str:
@@ -159,6 +195,9 @@ class EarlyStopping:
     @surge.hookimpl
     def train_start(self, event: ev.TrainStart) -> None:
         trainer = event.trainer
+        # The event is this run's when the `early_stopping` plugin is active, not for an instance passed in
+        # plugins=[...] alone (no active plugin declares it then).
+        self._publishes = EarlyStoppingCheck.name in trainer.event_names
         if self.check_on_train_epoch_end is None:
             validates = bool(trainer.val_dataloaders) and any(trainer.num_val_batches)
             self._at_train_epoch_end = not validates
@@ -192,11 +231,29 @@ class EarlyStopping:
                 logger.warning("{}; the check is skipped (strict=False)", message)
                 self._warned_missing = True
             return
-        found = self._evaluate(float(value), trainer.current_epoch)  # one host copy per check
+        current, best, epoch = float(value), self.best_score, trainer.current_epoch  # one host copy per check
+        found = self._evaluate(current, epoch)
+        reason = None
         if found is not None and not trainer.should_stop:
             self.stopping_reason, reason = found
-            self.stopped_epoch, self.stopping_reason_message = trainer.current_epoch, reason
+            self.stopped_epoch, self.stopping_reason_message = epoch, reason
             trainer.request_stop(reason)
+        if self._publishes:
+            improved = self.best_score != best
+            trainer.emit(
+                EarlyStoppingCheck(
+                    trainer,
+                    self.monitor,
+                    current,
+                    self.best_score,
+                    self.best_epoch,
+                    improved,
+                    self.wait_count,
+                    self.patience,
+                    reason,
+                    epoch,
+                )
+            )
 
     def _evaluate(self, current: float, epoch: int) -> tuple[EarlyStoppingReason, str] | None:
         """Update the state with this check's value; why to stop (the reason and its words), or ``None``."""

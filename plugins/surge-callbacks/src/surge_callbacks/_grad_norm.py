@@ -75,6 +75,8 @@ class GradNormTracker:
     def before_optimizer_step(self, event: ev.BeforeOptimizerStep) -> None:
         trainer = event.trainer
         step = trainer.global_step + 1  # the step being taken: its metrics are written under this number
+        # Not @surge.hookimpl(every_n_steps=...): n is the Trainer's log_every_n_steps, counted on the step being
+        # taken (the filter reads global_step, not yet incremented here), and every optimizer of that step writes.
         if step % trainer.config.log_every_n_steps or not trainer.is_global_zero:
             return
         norms = self.compute(event.optimizer)

@@ -5,6 +5,9 @@ epoch. ``Trainer(enable_checkpointing=False)`` (or ``plugins={"checkpoint": Fals
 ``plugins={"checkpoint": {...}}`` configures it, and ``plugins=[ModelCheckpoint(...), ...]`` replaces it
 with one or more instances of your own.
 
+It publishes the events ``checkpoint_saved`` (:class:`CheckpointSaved`) and ``checkpoint_removed``
+(:class:`CheckpointRemoved`), to which loggers subscribe to log the committed checkpoints.
+
 Written against Surge's public API only (``surge``, ``surge.events``, ``surge.hookimpl``,
 ``surge.checkpoint``), exactly as a third-party plugin would be.
 """
@@ -15,10 +18,22 @@ import surge
 from surge.checkpoint import snapshot
 
 from surge_checkpoint._callback import CheckpointConfig, ModelCheckpoint, build
+from surge_checkpoint._events import CheckpointKind, CheckpointRemoved, CheckpointSaved
 from surge_checkpoint._preemption import DEFAULT_SIGNALS, Preempted
 from surge_checkpoint._writer import WriteError
 
-__all__ = ["DEFAULT_SIGNALS", "CheckpointConfig", "ModelCheckpoint", "Preempted", "WriteError", "plugin", "snapshot"]
+__all__ = [
+    "DEFAULT_SIGNALS",
+    "CheckpointConfig",
+    "CheckpointKind",
+    "CheckpointRemoved",
+    "CheckpointSaved",
+    "ModelCheckpoint",
+    "Preempted",
+    "WriteError",
+    "plugin",
+    "snapshot",
+]
 
 plugin = surge.Plugin(
     name="checkpoint",
@@ -27,5 +42,6 @@ plugin = surge.Plugin(
     config=CheckpointConfig,
     default=True,
     role="checkpoint",
+    events=[CheckpointSaved, CheckpointRemoved],
     description="ModelCheckpoint: top-k and last checkpoints, asynchronous saves, preemption (SIGTERM/SIGUSR1)",
 )

@@ -13,6 +13,7 @@ import signal
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,6 +24,7 @@ from surge import checkpoint as store
 from surge.checkpoint import snapshot
 
 from surge_checkpoint import _files
+from surge_checkpoint._events import CheckpointKind, CheckpointRemoved, CheckpointSaved
 from surge_checkpoint._preemption import DEFAULT_SIGNALS, Preempted, PreemptionWatch, resolve_signal
 from surge_checkpoint._writer import AsyncWriter, WriteError
 
@@ -188,6 +190,8 @@ class ModelCheckpoint:
         self._active = True
         self._trainer: weakref.ReferenceType[surge.Trainer] | None = None
         self._writer = AsyncWriter()
+        self._outcome: _Outcome | None = None  # of the save in the background writer, reported once collected
+        self._publishes = False  # whether checkpoint_saved/checkpoint_removed are emitted (set at setup)
         self._watch: PreemptionWatch | None = None
         self._failed = False
         self._per_step = False  # whether train_batch_end has anything to decide (set at setup)
@@ -214,6 +218,19 @@ class ModelCheckpoint:
         return f"{type(self).__qualname__}{key!r}"
 
     @property
+    def lightning_state_key(self) -> str:
+        """The key Lightning's ModelCheckpoint with these settings keeps its state under: a ``fit(ckpt_path=...)``
+        of a Lightning checkpoint restores this instance from it (best_model_path and score, top-k)."""
+        key = {
+            "monitor": self.monitor,
+            "mode": self.mode,
+            "every_n_train_steps": self.every_n_train_steps,
+            "every_n_epochs": self.every_n_epochs,
+            "train_time_interval": self.train_time_interval,
+        }
+        return f"ModelCheckpoint{key!r}"
+
+    @property
     def surge_name(self) -> str:
         """The bus name of an instance passed in ``plugins=[...]`` (distinct settings give distinct names)."""
         return self.state_key
@@ -237,6 +254,9 @@ class ModelCheckpoint:
     def setup(self, event: ev.Setup) -> None:
         trainer = event.trainer
         self._per_step = False
+        # The events are this run's when the `checkpoint` plugin is active (an instance passed in plugins=[...]
+        # beside enable_checkpointing=False has no plugin declaring them); rank zero commits and removes files.
+        self._publishes = trainer.is_global_zero and CheckpointSaved.name in trainer.event_names
         self._active = not self._stands_aside(trainer)
         if not self._active:
             logger.info("the default checkpoint plugin stands aside: ModelCheckpoint instances were passed in plugins=")
@@ -289,6 +309,8 @@ class ModelCheckpoint:
         if self._skip(trainer):
             return
         step = trainer.global_step
+        # Not @surge.hookimpl(every_n_steps=...): that passes once per multiple, but a step whose save wrote
+        # nothing (not in the top k) is retried at the next batch of that step (gradient accumulation).
         due = bool(self.every_n_train_steps) and step % self.every_n_train_steps == 0
         if not due and self.train_time_interval is not None:
             due = time.monotonic() - self._last_time >= self.train_time_interval.total_seconds()
@@ -312,12 +334,13 @@ class ModelCheckpoint:
             self._save(trainer, topk=self._epoch_due(trainer))
 
     @surge.hookimpl
-    def exception(self, event: ev.ExceptionEvent) -> None:
+    def exception(self, event: ev.Exception_) -> None:
         self._failed = True
         try:
             self._writer.wait()  # the save in flight still completes: it may be the one to resume from
         except WriteError as exc:
             logger.error("{}", exc)
+        self._report_background()
 
     @surge.hookimpl
     def teardown(self, event: ev.Teardown) -> None:
@@ -373,6 +396,11 @@ class ModelCheckpoint:
         self.best_model_path = state.get("best_model_path", "")
 
     # -- the Trainer's ckpt_path aliases -----------------------------------------------------------------
+    @surge.hookimpl
+    def checkpoint_path(self, event: surge.events.CheckpointPath) -> str | None:
+        """The core's question for ``ckpt_path="last"``/``"best"``: answered by :meth:`surge_checkpoint_path`."""
+        return self.surge_checkpoint_path(event.alias)
+
     def surge_checkpoint_path(self, alias: str) -> str | None:
         """``"last"``: the newest checkpoint that loads, in ``dirpath`` (with the default ``dirpath``: in
         every run directory beside this one) or known from this run; when a newer one is corrupt it says
@@ -584,16 +612,21 @@ class ModelCheckpoint:
         metrics = _candidates(trainer)  # metric values leave the device only now, when a save is due
         writes: list[str] = []
         removals: list[str] = []
+        kinds: dict[str, CheckpointKind] = {}
+        score = None
         if topk and self.save_top_k:
             self._plan_topk(trainer, metrics, writes, removals)
+            kinds = dict.fromkeys(writes, "top_k" if self.monitor is not None else "periodic")
+            score = self.current_score if self.monitor is not None else None  # read by _plan_topk just now
         if self.save_last:
             self.last_model_path = self._path(f"{_files.LAST}{_files.EXTENSION}")
             writes.append(self.last_model_path)
+            kinds[self.last_model_path] = "last"
         if not writes:
             return
         self._last_global_step_saved = trainer.global_step
         try:
-            self._write(trainer, writes, removals)
+            self._write(trainer, writes, removals, kinds, score)
         except store.CheckpointSaveError as exc:
             self._save_failed(exc)
 
@@ -603,9 +636,29 @@ class ModelCheckpoint:
         try:
             self._writer.wait() if wait else self._writer.check()
         except WriteError as exc:
+            self._report_background()  # the files it committed (and removed) before it failed
             if not isinstance(exc.__cause__, store.CheckpointSaveError):
                 raise
             self._save_failed(exc)
+        else:
+            self._report_background()
+
+    def _report_background(self) -> None:
+        """Report what the background save did, once it is over (nothing while it still runs)."""
+        if self._outcome is not None and not self._writer.pending:
+            outcome, self._outcome = self._outcome, None
+            self._report(outcome)
+
+    def _report(self, outcome: _Outcome) -> None:
+        """``checkpoint_saved`` for each file the save committed, then ``checkpoint_removed`` for each it removed."""
+        if not self._publishes:
+            return
+        for path in outcome.committed:
+            if path in outcome.saved:  # not the guard files of an overwrite (see _guard)
+                outcome.trainer.emit(outcome.saved[path])
+        for path in outcome.removed:
+            if path in outcome.evicted:
+                outcome.trainer.emit(CheckpointRemoved(outcome.trainer, path, outcome.step, outcome.epoch))
 
     def _save_failed(self, exc: surge.SurgeError) -> None:
         """A save failed for a storage reason: raise, or warn and forget it (``on_save_error``)."""
@@ -705,24 +758,41 @@ class ModelCheckpoint:
         return path
 
     def _write(
-        self, trainer: surge.Trainer, writes: list[str], removals: list[str], *, preempted: bool = False
+        self,
+        trainer: surge.Trainer,
+        writes: list[str],
+        removals: list[str],
+        kinds: Mapping[str, CheckpointKind],
+        score: float | None = None,
+        *,
+        preempted: bool = False,
     ) -> None:
-        """Write one checkpoint to every path of ``writes`` (the same step), then remove ``removals``."""
+        """Write one checkpoint to every path of ``writes`` (the same step, each of the kind ``kinds`` names),
+        then remove ``removals``; report both (``checkpoint_saved``, ``checkpoint_removed``) once done."""
         self._removing = removals  # in the checkpoint's state: a resume finishes them if a crash did not
+        step, epoch = trainer.global_step, trainer.current_epoch
+        saved = {p: CheckpointSaved(trainer, p, kinds[p], self.monitor, score, step, epoch) for p in writes}
+        outcome = _Outcome(trainer, saved, frozenset(removals), step, epoch)
         writes, guards = self._guard(trainer, writes)
         removals = [*removals, *guards]
         if self.verbose:
             logger.info("{}: saving {} at step {}", self.state_key, writes, trainer.global_step)
         weights_only = self.save_weights_only and not preempted  # the preemption checkpoint resumes the run
         if not self.async_save or preempted or not trainer.strategy.async_checkpoint_save:  # sharded: every rank
-            for path in writes:
-                trainer.save_checkpoint(path, weights_only=weights_only)
-            if trainer.is_global_zero:
-                _remove(removals)
+            try:
+                for path in writes:
+                    trainer.save_checkpoint(path, weights_only=weights_only)
+                    outcome.committed.append(path)
+                if trainer.is_global_zero:
+                    _remove(removals, outcome.removed)
+            finally:  # a failing save still reports the files committed before it
+                self._report(outcome)
             return
         checkpoint = trainer.dump_checkpoint(weights_only=weights_only)  # every rank: dumping may be collective
         if trainer.is_global_zero:
-            self._writer.submit(partial(_write_files, snapshot(checkpoint), writes, removals), ", ".join(writes))
+            job = partial(_write_files, snapshot(checkpoint), writes, removals, outcome)
+            self._writer.submit(job, ", ".join(writes))
+            self._outcome = outcome
 
     def _guard(self, trainer: surge.Trainer, writes: list[str]) -> tuple[list[str], list[str]]:
         """Order the writes so that an overwrite in place never comes first; returns them and the guard
@@ -759,7 +829,7 @@ class ModelCheckpoint:
         self._collect(wait=True)
         path = self.last_model_path = self._path(f"{_files.LAST}{_files.EXTENSION}")
         self._last_global_step_saved = trainer.global_step
-        self._write(trainer, [path], [], preempted=True)
+        self._write(trainer, [path], [], {path: "preemption"}, preempted=True)
         raise Preempted(
             f"preempted by {signal_name}: saved {path} at epoch {trainer.current_epoch}, step {trainer.global_step}, "
             "and stopped. Resume with trainer.fit(..., ckpt_path='last')",
@@ -838,17 +908,33 @@ def _candidates(trainer: surge.Trainer) -> dict[str, Any]:
     return metrics
 
 
-def _write_files(checkpoint: dict[str, Any], writes: list[str], removals: list[str]) -> None:
+@dataclass
+class _Outcome:
+    """What one save did, filled in as its files are committed and removed (by the writer's thread for an
+    asynchronous save), and reported as events on the training thread once the save is over."""
+
+    trainer: surge.Trainer
+    saved: dict[str, CheckpointSaved]  # path -> its event, emitted once the path is committed
+    evicted: frozenset[str]  # the checkpoints this save replaces (not its guard files)
+    step: int
+    epoch: int
+    committed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+def _write_files(checkpoint: dict[str, Any], writes: list[str], removals: list[str], outcome: _Outcome) -> None:
     """The background writer's job: commit every file, then remove what they replace."""
     for path in writes:
         try:
             store.save(checkpoint, path)
         except Exception as exc:
             raise WriteError(f"the asynchronous checkpoint save to {path} failed: {type(exc).__name__}: {exc}") from exc
-    _remove(removals)
+        outcome.committed.append(path)
+    _remove(removals, outcome.removed)
 
 
-def _remove(paths: Sequence[str]) -> None:
+def _remove(paths: Sequence[str], removed: list[str] | None = None) -> None:
+    """Remove each checkpoint (data and marker); those that are gone afterwards are added to ``removed``."""
     for path in paths:
         try:
             store.remove(path)
@@ -856,6 +942,9 @@ def _remove(paths: Sequence[str]) -> None:
             pass
         except Exception as exc:  # a leftover file wastes space; it must not stop training
             logger.warning("could not remove the old checkpoint {}: {}: {}", path, type(exc).__name__, exc)
+            continue
+        if removed is not None:
+            removed.append(path)
 
 
 def _normalize_dir(dirpath: str) -> str:

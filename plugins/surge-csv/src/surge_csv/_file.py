@@ -47,10 +47,12 @@ def read(text: str) -> tuple[list[str], list[dict[str, str]]]:
 
 
 class MetricsFile:
-    """The metrics file of one run directory. ``columns`` grows as new metric names arrive."""
+    """The metrics file of one run directory. ``columns`` grows as new metric names arrive: after ``step`` and
+    ``epoch`` in the order they come, or, with ``sort_columns``, all of them sorted (Lightning's order)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, sort_columns: bool = False) -> None:
         self.url = url
+        self.sort_columns = sort_columns
         self.fs, self.path = fsspec.core.url_to_fs(url)
         self.local = isinstance(self.fs, LocalFileSystem)
         self.columns: list[str] = []
@@ -79,8 +81,10 @@ class MetricsFile:
     def _add_columns(self, new: list[str]) -> None:
         """A new metric name: the whole file is rewritten with the wider header, earlier rows keeping an
         empty cell for it (Lightning's CSV logger does the same, but in place)."""
-        columns = [*RESERVED, *(c for c in self.columns if c not in RESERVED), *new]
-        columns = list(dict.fromkeys(columns))
+        if self.sort_columns:
+            columns = sorted({*self.columns, *new})
+        else:
+            columns = list(dict.fromkeys([*RESERVED, *(c for c in self.columns if c not in RESERVED), *new]))
         rows = read(self._text())[1] if self.fs.exists(self.path) else []
         self._replace(columns, rows)
         self.columns = columns

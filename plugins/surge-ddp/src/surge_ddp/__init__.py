@@ -119,7 +119,6 @@ class DDPStrategy(surge.Strategy):
             or os.environ.get("SURGE_DDP_BACKEND")
             or ("nccl" if self.root_device.type == "cuda" else "gloo")
         )
-        self._owns_group = False
         self._ddp: DistributedDataParallel | None = None
         self._unsynced = False  # gradients accumulated under no_sync and not yet all-reduced
 
@@ -157,7 +156,6 @@ class DDPStrategy(surge.Strategy):
             device_id=self.root_device if self.root_device.type == "cuda" else None,
             store=_attempt_store(topo.global_rank, topo.world_size, self.timeout),
         )
-        self._owns_group = True
         # Destroyed when the process ends, not at each teardown: a fit followed by a test in one program keeps
         # using the group (a second init_process_group under torchrun's shared store can mismatch its peers).
         atexit.register(_destroy_group)

@@ -11,15 +11,56 @@ from typing import ClassVar
 
 import surge
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 from surge.errors import ProviderError
 
-__all__ = ["CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "SingleDeviceStrategy", "gpu_accelerator", "plugin"]
+__all__ = [
+    "CPUAccelerator",
+    "CUDAAccelerator",
+    "DevicesConfig",
+    "MPSAccelerator",
+    "SingleDeviceStrategy",
+    "gpu_accelerator",
+    "plugin",
+]
 
 
-class CPUAccelerator(surge.Accelerator):
+class DevicesConfig(BaseModel):
+    """The plugin's settings (``plugins={"devices": {...}}``, a run config's ``plugins: devices:``, or
+    ``SURGE_TRAINER_PLUGINS``), given to each object it provides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_threads: int | None = Field(None, ge=1)
+    """Intra-op threads torch uses on the CPU during a run (``torch.set_num_threads``), put back afterwards;
+    ``None``: torch's own choice."""
+
+
+class _Configured:
+    """What every object of this plugin has: its settings, given by the core when it is built."""
+
+    settings: DevicesConfig = DevicesConfig()
+
+    def configure(self, settings: DevicesConfig) -> None:
+        self.settings = settings
+
+
+class CPUAccelerator(_Configured, surge.Accelerator):
     name: ClassVar[str] = "cpu"
     device_type: ClassVar[str] = "cpu"
     auto_priority: ClassVar[int] = 0
+    _threads_before: int | None = None
+
+    def setup_device(self, device: torch.device) -> None:
+        threads = self.settings.cpu_threads
+        if threads is not None and self._threads_before is None:
+            self._threads_before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+
+    def teardown(self) -> None:
+        if self._threads_before is not None:
+            torch.set_num_threads(self._threads_before)
+            self._threads_before = None
 
     @classmethod
     def is_available(cls) -> bool:
@@ -40,7 +81,7 @@ class CPUAccelerator(surge.Accelerator):
         return 1
 
 
-class CUDAAccelerator(surge.Accelerator):
+class CUDAAccelerator(_Configured, surge.Accelerator):
     name: ClassVar[str] = "cuda"
     device_type: ClassVar[str] = "cuda"
     auto_priority: ClassVar[int] = 20
@@ -56,14 +97,11 @@ class CUDAAccelerator(surge.Accelerator):
     def setup_device(self, device: torch.device) -> None:
         torch.cuda.set_device(device)
 
-    def synchronize(self, device: torch.device) -> None:
-        torch.cuda.synchronize(device)
-
     def teardown(self) -> None:
         torch.cuda.empty_cache()
 
 
-class MPSAccelerator(surge.Accelerator):
+class MPSAccelerator(_Configured, surge.Accelerator):
     name: ClassVar[str] = "mps"
     device_type: ClassVar[str] = "mps"
     auto_priority: ClassVar[int] = 10
@@ -75,9 +113,6 @@ class MPSAccelerator(surge.Accelerator):
 
     def device(self, index: int) -> torch.device:
         return torch.device("mps")
-
-    def synchronize(self, device: torch.device) -> None:
-        torch.mps.synchronize()
 
 
 def gpu_accelerator() -> surge.Accelerator:
@@ -96,7 +131,7 @@ def gpu_accelerator() -> surge.Accelerator:
     )
 
 
-class SingleDeviceStrategy(surge.Strategy):
+class SingleDeviceStrategy(_Configured, surge.Strategy):
     """One process, one device: the model and each batch are moved there; collectives are identities."""
 
     name: ClassVar[str] = "single_device"
@@ -123,5 +158,6 @@ plugin = surge.Plugin(
         "accelerator": {"cpu": CPUAccelerator, "cuda": CUDAAccelerator, "mps": MPSAccelerator, "gpu": gpu_accelerator},
         "strategy": {"single_device": SingleDeviceStrategy},
     },
+    config=DevicesConfig,
     description="single-device accelerators cpu, cuda, mps (and gpu: cuda or mps) and the single_device strategy",
 )

@@ -8,6 +8,8 @@ When things happen (global rank zero only; other ranks never import MLflow):
   check and the first batch, so an unreachable store stops the fit before it trains.
 * ``log_hyperparams`` / ``log_metrics``: one synchronous batch write each (the data is in the store when
   the handler returns, so a killed process keeps it).
+* ``checkpoint_saved`` / ``checkpoint_removed`` (surge-checkpoint's events, when it runs): note which
+  committed checkpoints the fit keeps (``log_checkpoints``).
 * ``teardown``: uploads the committed checkpoints (``log_checkpoints``) and ends the run with the
   Trainer's status: ``finished`` -> FINISHED, ``interrupted`` -> KILLED, ``failed`` -> FAILED (a
   preemption stop, ``surge_checkpoint.Preempted``, -> KILLED). ``predict`` logs nothing.
@@ -23,7 +25,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import surge
 from loguru import logger
@@ -46,6 +48,7 @@ CHECKPOINT_ARTIFACTS = "checkpoints"
 _SQLITE = "sqlite:///"
 
 _STATUS = {"finished": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
+_CHECKPOINT_SAVED = "checkpoint_saved"  # surge-checkpoint's event (surge_checkpoint.CheckpointSaved)
 
 
 class TrackingStoreError(surge.SurgeError):
@@ -72,7 +75,8 @@ class MLflowConfig(BaseModel):
     tags: dict[str, str] = Field(default_factory=dict)
     """Set on the run after the automatic ones (``surge.run_dir``, ``surge.plugins``, ...), which they override."""
     log_checkpoints: bool = False
-    """At the end of each fit, upload the committed checkpoints of ``<run_dir>/checkpoints`` as artifacts."""
+    """At the end of each fit, upload the committed checkpoints it kept as artifacts (those surge-checkpoint
+    reports with its ``checkpoint_saved`` event and has not removed since)."""
     run_id: str | None = None
     """Log into this existing run instead of creating one."""
 
@@ -147,6 +151,7 @@ class MLflowLogger:
         self._error: BaseException | None = None
         self._names: dict[str, str] = {}  # logged metric name -> MLflow name
         self._other_rank = False  # the last run's setup found this process is not global rank zero
+        self._checkpoints: dict[str, str] = {}  # committed checkpoint -> its artifact folder (log_checkpoints)
 
     @property
     def experiment(self) -> Any:
@@ -185,10 +190,28 @@ class MLflowLogger:
         self._stage, self._error = event.stage, None
         if event.stage != "fit":
             self._open_run(event.trainer)
+        elif self.log_checkpoints and (
+            _CHECKPOINT_SAVED not in event.trainer.event_names or not event.trainer.checkpoint_callbacks
+        ):
+            logger.warning(
+                "mlflow: log_checkpoints=True, but no active checkpoint plugin publishes {!r}, so no checkpoint will be "
+                "uploaded; switch the checkpoint plugin on (enable_checkpointing=True, or pip install surge-checkpoint)",
+                _CHECKPOINT_SAVED,
+            )
 
     @surge.hookimpl
     def fit_start(self, event: ev.FitStart) -> None:
         self._open_run(event.trainer)
+
+    @surge.hookimpl(optional=True)
+    def checkpoint_saved(self, event: _CheckpointEvent) -> None:
+        """surge-checkpoint committed ``event.path``: uploaded at the end of the fit, unless removed before."""
+        if self.log_checkpoints and self._stage == "fit":
+            self._checkpoints[event.path] = _artifact_folder(event.path, event.trainer.run_dir)
+
+    @surge.hookimpl(optional=True)
+    def checkpoint_removed(self, event: _CheckpointEvent) -> None:
+        self._checkpoints.pop(event.path, None)
 
     @surge.hookimpl
     def log_hyperparams(self, event: ev.LogHyperparams) -> None:
@@ -237,7 +260,7 @@ class MLflowLogger:
             tags["surge.error"] = _names.tag_value(f"{type(self._error).__name__}: {self._error}")
         try:
             if stage == "fit" and self.log_checkpoints:
-                self._upload_checkpoints(trainer, store, run_id)
+                self._upload_checkpoints(store, run_id)
         except Exception as exc:
             tags["surge.error"] = _names.tag_value(f"uploading checkpoints failed: {type(exc).__name__}: {exc}")
             status = "FAILED"
@@ -343,39 +366,57 @@ class MLflowLogger:
                 )
         return mlflow_name
 
-    def _upload_checkpoints(self, trainer: surge.Trainer, store: Store, run_id: str) -> None:
-        """The committed checkpoints of ``<run_dir>/checkpoints`` (data file and commit marker, so that a
-        downloaded copy loads with ``surge.checkpoint.load``), as artifacts under ``checkpoints/``."""
-        if not trainer.run_dir:
-            return
+    def _upload_checkpoints(self, store: Store, run_id: str) -> None:
+        """The committed checkpoints the fits of this Trainer kept (``checkpoint_saved`` minus
+        ``checkpoint_removed``), each with its commit marker so that a downloaded copy loads with
+        ``surge.checkpoint.load``, as artifacts under ``checkpoints/``. One that no longer verifies is left out,
+        with a warning."""
         import fsspec
         from fsspec.implementations.local import LocalFileSystem
 
-        directory = f"{trainer.run_dir.rstrip('/')}/checkpoints"
-        fs, path = fsspec.core.url_to_fs(directory)
-        if not fs.isdir(path):
-            return
-        names = {posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False)}
-        marker = checkpoint.MARKER_SUFFIX
-        committed = sorted(
-            name
-            for name in names
-            if not name.startswith(".")
-            and not name.endswith(marker)
-            and f"{name}{marker}" in names
-            and checkpoint.is_valid(f"{directory}/{name}")
-        )
-        files = [f for name in committed for f in (name, f"{name}{marker}")]
-        if not files:
-            return
-        if isinstance(fs, LocalFileSystem):
-            store.upload(run_id, [os.path.join(path, f) for f in files], CHECKPOINT_ARTIFACTS)
-        else:
-            with tempfile.TemporaryDirectory(prefix="surge-mlflow-") as local:
-                for f in files:
-                    fs.get(f"{path}/{f}", os.path.join(local, f))
-                store.upload(run_id, [os.path.join(local, f) for f in files], CHECKPOINT_ARTIFACTS)
-        logger.info("mlflow: uploaded {} checkpoint(s) to run {}: {}", len(committed), run_id, committed)
+        folders: dict[str, list[str]] = {}  # artifact folder -> local files to upload there
+        uploaded: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="surge-mlflow-") as local:
+            for url, folder in self._checkpoints.items():
+                fs, path = fsspec.core.url_to_fs(url)
+                if fs.isdir(path):
+                    continue  # a sharded checkpoint (a directory of shards): not logged
+                if not checkpoint.is_valid(url):
+                    logger.warning("mlflow: the checkpoint {} is gone or no longer verifies; not uploaded", url)
+                    continue
+                files = [path, path + checkpoint.MARKER_SUFFIX]
+                if not isinstance(fs, LocalFileSystem):
+                    staged = os.path.join(local, str(len(uploaded)))
+                    os.makedirs(staged)
+                    for f in files:
+                        fs.get(f, os.path.join(staged, posixpath.basename(f)))
+                    files = [os.path.join(staged, posixpath.basename(f)) for f in files]
+                folders.setdefault(folder, []).extend(files)
+                uploaded.append(url)
+            for folder, files in folders.items():
+                store.upload(run_id, files, folder)
+        if uploaded:
+            logger.info("mlflow: uploaded {} checkpoint(s) to run {}: {}", len(uploaded), run_id, uploaded)
+
+
+class _CheckpointEvent(Protocol):
+    """What this logger reads of surge-checkpoint's ``checkpoint_saved`` and ``checkpoint_removed`` events
+    (surge_checkpoint.CheckpointSaved, CheckpointRemoved); the plugin need not be installed."""
+
+    @property
+    def trainer(self) -> Any: ...
+
+    @property
+    def path(self) -> str: ...
+
+
+def _artifact_folder(url: str, run_dir: str | None) -> str:
+    """Where a checkpoint goes among the run's artifacts: ``checkpoints`` for the run directory's own
+    (``<run_dir>/checkpoints``), ``checkpoints/<name of its directory>`` for a ``ModelCheckpoint(dirpath=...)``."""
+    directory = url.replace(os.sep, "/").rpartition("/")[0]
+    if run_dir and directory == f"{run_dir.replace(os.sep, '/').rstrip('/')}/checkpoints":
+        return CHECKPOINT_ARTIFACTS
+    return f"{CHECKPOINT_ARTIFACTS}/{directory.rpartition('/')[2] or 'root'}"
 
 
 def _default_uri(trainer: surge.Trainer) -> str:

@@ -14,7 +14,7 @@ import math
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 
 import surge
 from pydantic import BaseModel, ConfigDict, Field
@@ -102,6 +102,10 @@ class ProgressBar:
 
         epoch 0  50/200  1234 it/s  eta 0:00:03  loss=0.5123
 
+    With an ``EarlyStopping`` of surge-callbacks, the metrics end with its patience after its latest check:
+    the checks in a row without improvement, out of ``patience`` (``patience/val_loss=1/3``), from its
+    ``early_stopping_check`` event.
+
     The ``progress`` plugin builds one with its settings (:class:`ProgressConfig`) in every run;
     ``Trainer(enable_progress_bar=False)`` switches it off.
     """
@@ -150,6 +154,7 @@ class ProgressBar:
         self._eval_n = 0
         self._eval_due = _NEVER  # the evaluation batch count at which the next refresh is due
         self._paused_at: float | None = None
+        self._patience: dict[str, str] = {}  # EarlyStopping's monitor -> "checks without improvement/patience"
 
     @property
     def surge_unused_hooks(self) -> frozenset[str]:
@@ -181,6 +186,14 @@ class ProgressBar:
         self._drawn_at, self._stale, self._dirty, self._gaps = -math.inf, None, False, {}
         self._train = self._eval = self._paused_at = None
         self._train_due = self._eval_due = _NEVER
+        self._patience = {}
+
+    @surge.hookimpl(optional=True)
+    def early_stopping_check(self, event: _PatienceCheck) -> None:
+        """surge-callbacks' EarlyStopping checked its metric (before this bar's own handler of the same
+        validation or epoch end, participants running first): the metrics shown next carry its patience."""
+        if self._on:  # off with refresh_rate=0 (not in surge_unused_hooks: the bus refuses a name it may not know)
+            self._patience[event.monitor] = f"{event.wait_count}/{event.patience}"
 
     # -- training -----------------------------------------------------------------------------------
     @surge.hookimpl
@@ -199,7 +212,8 @@ class ProgressBar:
 
     @surge.hookimpl
     def train_batch_end(self, event: ev.TrainBatchEnd) -> None:
-        # The whole per-batch cost: one comparison. Refreshes happen in _train_refresh.
+        # The whole per-batch cost: one comparison. Refreshes happen in _train_refresh. Not a hookimpl filter:
+        # the refresh point counts the epoch's batches (not optimizer steps) and moves with the measured rate.
         if event.batch_idx >= self._train_due:
             self._train_refresh(event.trainer, event.batch_idx + 1)
 
@@ -397,7 +411,7 @@ class ProgressBar:
             total=max(total, n) if total is not None else None,
             count=_count(n, bar.total),
             timing=_timing(bar, n, now, final, sep=" • "),
-            metrics=_metrics(trainer.progress_bar_metrics) if redraw and read_metrics else None,
+            metrics=self._metrics_text(trainer.progress_bar_metrics) if redraw and read_metrics else None,
             redraw=redraw,
         )
 
@@ -412,13 +426,32 @@ class ProgressBar:
         metrics: dict[str, float] | None = None,
     ) -> None:
         parts = [bar.label, _count(n, bar.total), _timing(bar, n, now, final, sep="  ")]
-        text = _metrics(trainer.progress_bar_metrics if metrics is None else metrics)
+        text = self._metrics_text(trainer.progress_bar_metrics) if metrics is None else _metrics(metrics)
         if text:
             parts.append(text)
         assert self._out is not None
         self._out.write("  ".join(p for p in parts if p) + "\n")
         self._out.flush()
         bar.printed_t = now
+
+    def _metrics_text(self, values: dict[str, float]) -> str:
+        """The ``prog_bar`` metrics, then each EarlyStopping's patience."""
+        patience = [f"patience/{monitor}={used}" for monitor, used in self._patience.items()]
+        return "  ".join(part for part in (_metrics(values), *patience) if part)
+
+
+class _PatienceCheck(Protocol):
+    """What the bar reads of surge-callbacks' ``early_stopping_check`` event (surge_callbacks.EarlyStoppingCheck);
+    that distribution need not be installed."""
+
+    @property
+    def monitor(self) -> str: ...
+
+    @property
+    def wait_count(self) -> int: ...
+
+    @property
+    def patience(self) -> int: ...
 
 
 # -- helpers ------------------------------------------------------------------------------------------

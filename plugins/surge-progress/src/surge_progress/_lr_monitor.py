@@ -124,6 +124,8 @@ class LearningRateMonitor:
     def before_optimizer_step(self, event: ev.BeforeOptimizerStep) -> None:
         trainer = event.trainer
         step = trainer.global_step + 1  # the step being taken: its metrics are written under this number
+        # Not @surge.hookimpl(every_n_steps=...): n is the Trainer's log_every_n_steps, counted on the step being
+        # taken (the filter reads global_step, not yet incremented here), and train_epoch_start reads _last_step.
         if step % trainer.config.log_every_n_steps or step == self._last_step or not self._at_step:
             return
         self._last_step = step  # several optimizers stepping in one batch (manual optimization): one write

@@ -36,6 +36,7 @@ swa_plugin = surge.Plugin(
     config=SWAConfig,
     default=False,
     description="stochastic weight averaging: SWALR schedule, one average per epoch, averaged weights at fit end",
+    switches={"stochastic_weight_avg": lambda value: {} if value else None},
 )
 
 ema_plugin = surge.Plugin(

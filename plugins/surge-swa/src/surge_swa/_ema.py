@@ -143,6 +143,8 @@ class ExponentialMovingAverage:
             if not self._may_start(trainer, step):
                 return
             self.first_step = step
+        # Not @surge.hookimpl(every_n_steps=...): n counts from the first update's step (start_step, start_epoch,
+        # steps the scaler skipped), and global_step here is the step just taken, not yet incremented.
         elif (step - self.first_step) % self.update_every_n_steps:
             return
         with torch.no_grad():

@@ -91,6 +91,11 @@ class TensorBoardLogger:
         return frozenset() if self.config.histogram_gradients else _GRADIENT_HOOKS
 
     @property
+    def histograms_every_n_epochs(self) -> int | None:
+        """The setting, where ``train_epoch_end``'s ``@surge.hookimpl(every_n_epochs=...)`` reads it."""
+        return self.config.histograms_every_n_epochs
+
+    @property
     def writer(self) -> SummaryWriter | None:
         """The current run's ``torch.utils.tensorboard.SummaryWriter``, for records of your own
         (``add_image``, ``add_text``, ...): ``None`` outside a run and on ranks other than zero."""
@@ -184,7 +189,7 @@ class TensorBoardLogger:
         writer.flush()  # a killed run keeps every write up to here
 
     # -- histograms -------------------------------------------------------------------------------------
-    @surge.hookimpl
+    @surge.hookimpl  # not filtered: in the other epochs it clears a flag left set by an epoch without a step
     def train_epoch_start(self, event: ev.TrainEpochStart) -> None:
         self._gradients_due = self._histogram_epoch(event.epoch)
 
@@ -199,9 +204,9 @@ class TensorBoardLogger:
         # at the step this update makes, where the batch's training loss is logged too
         _tb.add_histograms(self._open(), "gradients", grads, event.trainer.global_step + 1)
 
-    @surge.hookimpl
+    @surge.hookimpl(every_n_epochs="histograms_every_n_epochs")  # None: not dispatched
     def train_epoch_end(self, event: ev.TrainEpochEnd) -> None:
-        if not self._histogram_epoch(event.epoch):
+        if not self._active:
             return
         from surge_tensorboard import _tb
 

@@ -90,10 +90,6 @@ class XLAAccelerator(surge.Accelerator):
         make = getattr(torch_xla, "device", None)
         return make(index) if make is not None else xm.xla_device(index)
 
-    def synchronize(self, device: torch.device) -> None:
-        sync()
-        _xla()[1].wait_device_ops()
-
     # Graph cuts (see the module docstring). The accelerator does them, not the strategy, so that any strategy
     # on an XLA device (also `single_device`, which `strategy="auto"` picks) gets them.
     @surge.hookimpl

@@ -150,7 +150,10 @@ class Snapshot:
         self.grads = {name: _to_cpu(p.grad) if p.grad is not None else None for name, p in model.named_parameters()}
         self.modes = [(m, m.training) for m in model.modules()]
         # A trial attaches the model to its own Trainer; afterwards it belongs to the user's again (or none).
-        self.attached = vars(model).get("_surge_trainer")
+        try:
+            self.attached: Any = model.trainer
+        except surge.SurgeError:  # not attached to a Trainer
+            self.attached = None
         self.configure_optimizers = vars(model).get("configure_optimizers", _MISSING)
         self.datamodule_state = _to_cpu(datamodule.state_dict()) if datamodule is not None else None
         self.rng = _rng_states()
@@ -203,7 +206,7 @@ class Snapshot:
             vars(model).pop("configure_optimizers", None)
         else:
             model.configure_optimizers = self.configure_optimizers  # type: ignore[method-assign]
-        model._surge_trainer = self.attached
+        model.trainer = self.attached
         if self.datamodule is not None and self.datamodule_state is not None:
             self.datamodule.load_state_dict(self.datamodule_state)
         _set_rng_states(self.rng)

@@ -1,0 +1,601 @@
+"""Checkpoints: what one holds, how it is written and read back, and how ``ckpt_path`` is resolved.
+
+On-disk format
+--------------
+A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
+
+* ``URL``: the checkpoint dict as written by ``torch.save``. It holds only tensors and plain containers
+  (dict, list, tuple, str, int, float, bool, None), so ``torch.load(URL, weights_only=True)`` reads it with
+  no allow-list.
+* ``URL.sha256``: the commit marker, one line in ``sha256sum`` format (``<hex digest>  <file name>``), so
+  ``sha256sum -c NAME.ckpt.sha256`` checks it from a shell. It is written last: a checkpoint is complete
+  exactly when its marker exists and the data file's SHA-256 matches it. Everything else (no marker, an
+  empty, truncated or bit-flipped data file) is refused by :func:`load` with a :class:`CheckpointError`
+  naming the file.
+
+Writes (:func:`save`): on a local disk, the data goes to a temp file in the destination directory
+(``.NAME.<hex>.surge-tmp``) and is fsynced, renamed over ``NAME``, and then the marker is written the same
+way (temp file, fsync, rename, directory fsync). Overwriting a committed checkpoint first commits a marker
+that lists the new digest and the old one, so the name is valid whichever data file a crash leaves; the
+final marker lists only the new digest. A crash leaves at worst temp files, which :func:`sweep` removes.
+On other filesystems (object stores) the data is uploaded first and the marker last; an upload cut short
+never replaces the object, and data without a matching marker is not a checkpoint. Overwriting in place on
+an object store still has a window between the two uploads in which the name is invalid (``load`` refuses
+it and :func:`newest_valid` falls back); save under a new name and :func:`remove` the old one to avoid it.
+
+Reads (:func:`load`) always use ``torch.load(weights_only=True)``. A file that needs code unpickled is
+refused with what it needs, unless the caller passes ``trusted=True``.
+
+Contents (``surge_checkpoint_version`` 2): ``state_dict``, ``hparams``, ``epoch``, ``global_step``,
+``plugin_set`` (and ``hparams_name``, the ``__init__`` argument a ``save_hyperparameters(config)`` dict came in,
+which ``load_from_checkpoint`` fills); unless saved with ``weights_only``: ``loops`` (the loop's position), ``optimizer_states``,
+``lr_schedulers``, ``precision``, ``plugins`` (each stateful plugin's state under its state key),
+``datamodule``, ``rng`` (python, numpy, torch, cuda and the train loader's generators), ``data`` (the RNG
+states the train loader drew this epoch's order from, and the loader's own ``state_dict`` when it has one)
+and, inside an open gradient-accumulation window, ``accumulated_grads``. Plugins add their own entries in
+``before_checkpoint_save``. ``hparams`` holds ``module.hparams`` converted to plain types (paths and dates as
+strings, enums as their values, dataclasses as dicts, numpy values as numbers and lists) by
+:func:`surge._plain.plain_hparams`, which refuses, naming it, a value with no plain form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import hashlib
+import io
+import json
+import os
+import pickle
+import posixpath
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import IO, Any, cast
+
+import fsspec
+import torch
+from fsspec.implementations.local import LocalFileSystem
+from loguru import logger
+
+from surge.checkpoint import lightning as _lightning
+from surge.errors import CheckpointError, CheckpointSaveError
+
+__all__ = [
+    "ALIASES",
+    "FORMAT_VERSION",
+    "MARKER_SUFFIX",
+    "CheckpointError",
+    "CheckpointSaveError",
+    "experiment_diff",
+    "experiment_identity",
+    "from_lightning",
+    "is_valid",
+    "load",
+    "marker_url",
+    "newest_valid",
+    "remove",
+    "save",
+    "shard_dirs",
+    "snapshot",
+    "sweep",
+    "verify",
+]
+
+FORMAT_VERSION = 2
+SHARDS_INFIX = ".shards-"
+"""A sharded checkpoint ``PATH`` keeps its shards in directories ``PATH.shards-<id>`` (see surge-fsdp)."""
+MARKER_SUFFIX = ".sha256"
+ALIASES = ("last", "best")
+"""``ckpt_path`` values that active plugins resolve (see :func:`_resolve`)."""
+
+from_lightning = _lightning.from_lightning
+
+_TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.surge-tmp$")
+_CHUNK = 1 << 20
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+def marker_url(url: str) -> str:
+    """The commit marker of the checkpoint at ``url``."""
+    return url + MARKER_SUFFIX
+
+
+def save(checkpoint: Mapping[str, Any], url: str) -> str:
+    """Write ``checkpoint`` to ``url`` crash-safely with its commit marker (see the module docstring).
+
+    Returns ``url``. The marker is written only after the data is complete, so an interrupted save never
+    leaves something :func:`load` accepts. A failed write (a full disk, a denied permission, a connection
+    dropped mid-upload) raises :class:`CheckpointSaveError` naming ``url`` and the cause.
+    """
+    fs, path = fsspec.core.url_to_fs(url)
+    name = posixpath.basename(path)
+    try:
+        if isinstance(fs, LocalFileSystem):
+            _save_local(checkpoint, path, name)
+        else:
+            buffer = io.BytesIO()
+            torch.save(checkpoint, buffer)  # serialized before any upload: a pickling error touches nothing
+            data = buffer.getvalue()
+            parent = posixpath.dirname(path)
+            if parent:
+                fs.makedirs(parent, exist_ok=True)
+            fs.pipe_file(path, data)
+            fs.pipe_file(path + MARKER_SUFFIX, _marker_line(hashlib.sha256(data).hexdigest(), name))
+    except OSError as exc:  # ConnectionError and PermissionError included
+        raise CheckpointSaveError(
+            f"could not save checkpoint {url}: {type(exc).__name__}: {exc}. Checkpoints committed before are "
+            "intact; free space, fix the permissions or the connection, then save again"
+        ) from exc
+    return url
+
+
+def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    temps: list[str] = []
+    try:
+        data_tmp = _temp_path(directory, name)
+        temps.append(data_tmp)
+        with open(data_tmp, "xb") as f:
+            writer = _HashingWriter(f)
+            try:
+                torch.save(checkpoint, cast(IO[bytes], writer))
+            except RuntimeError:
+                if writer.error is not None:  # torch reports a failed write as "unexpected pos": give the cause
+                    raise writer.error from None
+                raise
+            f.flush()
+            os.fsync(f.fileno())
+        new = writer.hexdigest()
+        old = [digest for digest in _committed_digests(path) if digest != new]
+        if old:
+            # Overwriting a committed checkpoint: first commit a marker that accepts the old data and the
+            # new, so that the name stays valid whichever data file a crash leaves behind.
+            lines = b"".join(_marker_line(digest, name) for digest in [new, *old])
+            _replace_durably(directory, name + MARKER_SUFFIX, lines)
+        os.replace(data_tmp, path)
+        temps.remove(data_tmp)
+        _replace_durably(directory, name + MARKER_SUFFIX, _marker_line(new, name))
+    finally:
+        for tmp in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _committed_digests(path: str) -> list[str]:
+    """The digests the current marker of ``path`` accepts (none when there is no marker)."""
+    try:
+        with open(path + MARKER_SUFFIX, "rb") as f:
+            return _marker_digests(f.read().decode("ascii", "replace"))
+    except FileNotFoundError:
+        return []
+
+
+def _replace_durably(directory: str, name: str, content: bytes) -> None:
+    """Write ``content`` to ``directory/name`` through a fsynced temp file, an atomic rename and a
+    directory fsync (so the renames of one save reach the disk in order)."""
+    tmp = _temp_path(directory, name)
+    try:
+        with open(tmp, "xb") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(directory, name))
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    _fsync_directory(directory)
+
+
+class _HashingWriter:
+    """A file-like sink for ``torch.save`` that hashes what it writes."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+        self._hash = hashlib.sha256()
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        self._hash.update(data)
+        try:
+            return self._file.write(data)  # type: ignore[no-any-return]
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _temp_path(directory: str, name: str) -> str:
+    return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.surge-tmp")
+
+
+def _marker_line(digest: str, name: str) -> bytes:
+    return f"{digest}  {name}\n".encode()
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove(url: str) -> None:
+    """Delete the checkpoint at ``url``: its marker first (from then on it is invalid), then its data.
+    Missing files are ignored."""
+    fs, path = fsspec.core.url_to_fs(url)
+    for target in (path + MARKER_SUFFIX, path):
+        try:
+            fs.rm_file(target)
+        except FileNotFoundError:
+            pass
+    for shards in shard_dirs(fs, path):  # a sharded checkpoint's data (fsdp)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(shards, recursive=True)
+
+
+def shard_dirs(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:
+    """The ``PATH.shards-<id>`` directories beside ``path``. Listed and matched by prefix, not globbed: a glob
+    compiles a new regular expression per path, which filled ``re``'s cache in long runs (soak benchmark)."""
+    prefix = path + SHARDS_INFIX
+    try:
+        siblings = fs.ls(posixpath.dirname(path) or ".", detail=False)
+    except FileNotFoundError:
+        return []
+    return [entry for entry in siblings if entry.rstrip("/").startswith(prefix)]
+
+
+def sweep(directory_url: str) -> list[str]:
+    """Remove the temp files that crashed saves left in ``directory_url``; returns what was removed.
+
+    Call it when no save into that directory is in flight (at the start of a run): a save in progress
+    writes exactly such a temp file.
+    """
+    fs, path = fsspec.core.url_to_fs(directory_url)
+    try:
+        entries = fs.ls(path, detail=False)
+    except FileNotFoundError:
+        return []
+    removed = []
+    for entry in entries:
+        if _TEMP.match(posixpath.basename(entry.rstrip("/"))):
+            try:
+                fs.rm_file(entry)
+            except FileNotFoundError:
+                continue
+            removed.append(entry if isinstance(fs, LocalFileSystem) else fs.unstrip_protocol(entry))
+    if removed:
+        logger.info("removed {} temp file(s) of interrupted checkpoint saves in {}", len(removed), directory_url)
+    return removed
+
+
+def snapshot(obj: Any) -> Any:
+    """A copy of a checkpoint dict that the training loop can no longer change: every tensor is copied to
+    CPU memory (storage by storage, so tensors that share memory still share it, as ``torch.save`` keeps
+    them), every container is rebuilt. Numbers and strings are immutable and kept."""
+    storages: dict[tuple[int, str], torch.UntypedStorage] = {}
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return _copy_tensor(value, storages)
+        if isinstance(value, dict):
+            items = [(k, copy(v)) for k, v in value.items()]
+            try:
+                out = dict(items) if type(value) is dict else type(value)(items)
+            except TypeError:  # a dict subclass with another constructor (defaultdict)
+                out = dict(items)
+            if hasattr(value, "_metadata"):  # Module.state_dict's version records, which torch.save keeps
+                out._metadata = copy(value._metadata)  # type: ignore[attr-defined]
+            return out
+        if isinstance(value, list):
+            return [copy(v) for v in value]
+        if isinstance(value, tuple):
+            items = [copy(v) for v in value]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        return value
+
+    return copy(obj)
+
+
+def _copy_tensor(tensor: torch.Tensor, storages: dict[tuple[int, str], torch.UntypedStorage]) -> torch.Tensor:
+    tensor = tensor.detach()
+    if tensor.layout is not torch.strided or tensor.is_quantized or type(tensor) is not torch.Tensor:
+        return tensor.to("cpu", copy=True)  # rare kinds: a plain copy, without storage sharing
+    storage = tensor.untyped_storage()
+    key = (storage.data_ptr(), str(tensor.device))
+    copied = storages.get(key)
+    if copied is None:
+        # One copy per storage; from an accelerator this is the device-to-host copy of the snapshot.
+        copied = storage.clone() if tensor.device.type == "cpu" else storage.cpu()
+        storages[key] = copied
+    out = torch.empty(0, dtype=tensor.dtype, device="cpu")
+    out.set_(copied, tensor.storage_offset(), tensor.size(), tensor.stride())
+    return out
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
+    """Read the checkpoint at ``url`` after checking its commit marker and content hash.
+
+    A checkpoint Lightning wrote (no marker) is read too, converted by :func:`from_lightning`.
+
+    Always ``torch.load(weights_only=True)`` (tensors land on the CPU). A checkpoint that needs code
+    unpickled is refused unless ``trusted=True``; pass that only for files you trust, since loading them
+    runs the code they hold. Raises :class:`CheckpointError` naming the file when it is missing, empty,
+    uncommitted, truncated or corrupt.
+    """
+    fs, path = fsspec.core.url_to_fs(url)
+    try:
+        data = fs.cat_file(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {url} does not exist") from None
+    if not data:
+        raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
+    if not fs.exists(path + MARKER_SUFFIX) and _lightning.is_lightning(data):
+        logger.info("{} is a Lightning checkpoint: it has no commit marker, so its integrity cannot be checked", url)
+        saved = _deserialize(data, url, trusted)
+        if not isinstance(saved, dict) or "state_dict" not in saved:
+            raise CheckpointError(
+                f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
+            )
+        return _lightning.from_lightning(saved)[0]
+    expected = _read_marker(fs, path, url)
+    _check_hash(hashlib.sha256(data).hexdigest(), expected, url)
+    checkpoint = _deserialize(data, url, trusted)
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"checkpoint {url} holds a {type(checkpoint).__name__}, not a checkpoint dict")
+    return checkpoint
+
+
+def verify(url: str) -> None:
+    """Check that the checkpoint at ``url`` is complete and intact (marker present, content hash matches)
+    without loading it; raises :class:`CheckpointError` naming the file otherwise."""
+    fs, path = fsspec.core.url_to_fs(url)
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with fs.open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {url} does not exist") from None
+    if not size:
+        raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
+    _check_hash(digest.hexdigest(), _read_marker(fs, path, url), url)
+
+
+def is_valid(url: str) -> bool:
+    """Whether :func:`verify` accepts ``url``."""
+    try:
+        verify(url)
+    except CheckpointError:
+        return False
+    return True
+
+
+def newest_valid(urls: Iterable[str]) -> str | None:
+    """The most recently committed of ``urls`` that is complete and intact, or ``None``.
+
+    "Most recent" is by the commit marker's modification time; equal times (coarse clocks of object
+    stores) go to the later position in ``urls``. Each newer candidate that is skipped is logged with the
+    reason, so a caller falling back from ``last`` says why.
+    """
+    candidates: list[tuple[float, int, str]] = []
+    for position, url in enumerate(urls):
+        fs, path = fsspec.core.url_to_fs(url)
+        try:
+            committed = fs.modified(path + MARKER_SUFFIX).timestamp()
+        except FileNotFoundError:
+            committed = float("-inf")  # not committed: verify() says why when it is reached
+        except (NotImplementedError, OSError):
+            committed = 0.0
+        candidates.append((committed, position, url))
+    for _, _, url in sorted(candidates, reverse=True):
+        try:
+            verify(url)
+        except CheckpointError as exc:
+            logger.warning("skipping checkpoint {}: {}", url, exc)
+            continue
+        return url
+    return None
+
+
+def _read_marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> list[str]:
+    try:
+        line = fs.cat_file(path + MARKER_SUFFIX).decode("ascii", "replace")
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"checkpoint {url} has no commit marker {marker_url(url)}: its save did not finish (a crash or "
+            "kill during the write), or it was not written by surge.checkpoint.save. A file you wrote yourself "
+            "with torch.save can be committed with surge.checkpoint.save(torch.load(path), path)"
+        ) from None
+    digests = _marker_digests(line)
+    if not digests:
+        raise CheckpointError(f"checkpoint {url}: its commit marker {marker_url(url)} holds no SHA-256 digest")
+    return digests
+
+
+def _marker_digests(text: str) -> list[str]:
+    """The digests a marker accepts: normally one; two while an overwrite is in progress (new, then old)."""
+    return [line[:64] for line in text.splitlines() if re.fullmatch(r"[0-9a-f]{64}", line[:64])]
+
+
+def _check_hash(actual: str, expected: list[str], url: str) -> None:
+    if actual not in expected:
+        raise CheckpointError(
+            f"checkpoint {url} is truncated or corrupt: its SHA-256 is {actual[:16]}..., but {marker_url(url)} "
+            f"recorded {expected[0][:16]}... when it was saved (a partial copy, bit rot, or a modified file). "
+            "Use another checkpoint"
+        )
+
+
+def _deserialize(data: bytes, url: str, trusted: bool) -> Any:
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        try:
+            needed = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
+        except Exception:
+            needed = []
+        if not needed:
+            raise CheckpointError(f"checkpoint {url} cannot be read: {_first_line(exc)}") from exc
+        if not trusted:
+            raise CheckpointError(
+                f"checkpoint {url} holds pickled code ({', '.join(needed)}); unpickling it would run that code, "
+                "so Surge refuses it (checkpoints are read with torch.load(weights_only=True)). If you trust the "
+                "file, pass trusted=True (trainer.fit/validate/test/predict(..., trusted=True) or "
+                "surge.checkpoint.load(url, trusted=True)); never do that for a file from an untrusted source"
+            ) from None
+        logger.warning("loading {} with code unpickling ({}), as trusted=True allows", url, ", ".join(needed))
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {url} cannot be read: {type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# -- experiment identity -------------------------------------------------------------------------------
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_SHORT = 80  # longer hyper-parameter texts are kept as a prefix and a digest
+_MISSING = "(not set)"
+
+
+def experiment_identity(module: Any, datamodule: Any = None) -> dict[str, Any]:
+    """What makes checkpoints one experiment's: the Module's class and hyper-parameters (``module.hparams``),
+    and the DataModule's when there is one. Checkpoints hold it as ``checkpoint["experiment"]``; the
+    checkpoint plugin also writes it to ``experiment.json`` beside a run's checkpoints, to scope
+    ``ckpt_path="last"``/``"best"`` to the experiment.
+
+    Plain strings only: ``{"module": "pkg:Net", "module_bases": ["pkg:Net", "pkg:Base", ...], "hparams":
+    {"lr": "0.1", ...}, "hparams_digest": <sha256>, "datamodule": "pkg:Data" or None, "datamodule_bases": [...],
+    "datamodule_hparams": {...}, "datamodule_hparams_digest": <sha256> or None}`` (the bases: the class and
+    its bases, torch's left out; classes compare by qualified name, so a script run as ``__main__`` and as a
+    module is one experiment). A hyper-parameter is kept as its canonical JSON text (sorted keys; a value JSON has no type for
+    is its ``repr`` less memory addresses; sets sorted), cut to a prefix and its SHA-256 beyond 80
+    characters; a digest is the SHA-256 of the canonical text of all of them. Any value is taken.
+    """
+    bases = _class_names(module)
+    identity: dict[str, Any] = {"module": bases[0], "module_bases": bases}
+    identity.update(_hparams_identity("hparams", getattr(module, "hparams", None)))
+    if datamodule is None:
+        identity.update(datamodule=None, datamodule_bases=[], datamodule_hparams={}, datamodule_hparams_digest=None)
+    else:
+        bases = _class_names(datamodule)
+        identity.update(datamodule=bases[0], datamodule_bases=bases)
+        identity.update(_hparams_identity("datamodule_hparams", getattr(datamodule, "hparams", None)))
+    return identity
+
+
+def experiment_diff(saved: Mapping[str, Any], current: Mapping[str, Any], *, conflicts: bool = False) -> list[str]:
+    """How two :func:`experiment_identity` values differ, one line each (``"module class: A -> B"``,
+    ``"lr: 0.01 -> 0.1"``, ``"datamodule.batch_size: 8 -> 16"``; ``saved -> current``); empty for the same
+    experiment. The DataModule counts only when both have one (a run may feed the same data as loaders).
+
+    ``conflicts=True``: only what makes them clearly different experiments: classes that are not one a
+    subclass of the other, and hyper-parameters both set, to different values (a variant that subclasses
+    the Module, or adds or drops a hyper-parameter, is no conflict)."""
+    lines = _class_diff("module", saved, current, conflicts)
+    lines += _hparams_diff("", "hparams", saved, current, conflicts)
+    if saved.get("datamodule") and current.get("datamodule"):
+        lines += _class_diff("datamodule", saved, current, conflicts)
+        lines += _hparams_diff("datamodule.", "datamodule_hparams", saved, current, conflicts)
+    return lines
+
+
+def _class_names(obj: Any) -> list[str]:
+    """``module:qualname`` of the object's class and its bases, torch's left out: a class a strategy derived
+    from the user's in place (FSDP's ``fully_shard`` makes ``FSDP<Name>``, defined in torch) is not named."""
+    names = [f"{cls.__module__}:{cls.__qualname__}" for cls in type(obj).__mro__]
+    names = [name for name in names if not name.startswith(("torch.", "torch:", "builtins:"))]
+    return names or [f"{type(obj).__module__}:{type(obj).__qualname__}"]
+
+
+def _qualname(name: Any) -> Any:
+    """A class is known by its qualified name: ``python train.py`` defines ``__main__:Net`` and
+    ``python -m pkg.train`` ``pkg.train:Net``, and both are one experiment's class."""
+    return name.rpartition(":")[2] if isinstance(name, str) else name
+
+
+def _class_diff(name: str, saved: Mapping[str, Any], current: Mapping[str, Any], conflicts: bool) -> list[str]:
+    before, now = saved.get(name), current.get(name)
+    if _qualname(before) == _qualname(now):
+        return []
+    current_bases = {_qualname(b) for b in current.get(f"{name}_bases") or ()}
+    saved_bases = {_qualname(b) for b in saved.get(f"{name}_bases") or ()}
+    if conflicts and (_qualname(before) in current_bases or _qualname(now) in saved_bases):
+        return []  # one subclasses the other
+    return [f"{name} class: {before} -> {now}"]
+
+
+def _hparams_identity(name: str, hparams: Any) -> dict[str, Any]:
+    values = dict(hparams) if isinstance(hparams, Mapping) else {}
+    keyed = {_key_text(k): _plain(v) for k, v in values.items()}
+    texts = {k: _short(_json(v)) for k, v in sorted(keyed.items())}
+    return {name: texts, f"{name}_digest": hashlib.sha256(_json(keyed).encode()).hexdigest()}
+
+
+def _hparams_diff(
+    prefix: str, name: str, saved: Mapping[str, Any], current: Mapping[str, Any], conflicts: bool
+) -> list[str]:
+    if saved.get(f"{name}_digest") == current.get(f"{name}_digest"):
+        return []
+    before = b if isinstance(b := saved.get(name), Mapping) else {}
+    now = n if isinstance(n := current.get(name), Mapping) else {}
+    keys = set(before) & set(now) if conflicts else set(before) | set(now)
+    lines = [
+        f"{prefix}{key}: {before.get(key, _MISSING)} -> {now.get(key, _MISSING)}"
+        for key in sorted(keys)
+        if before.get(key, _MISSING) != now.get(key, _MISSING)
+    ]
+    return lines if lines or conflicts else [f"{prefix or 'module '}hyper-parameters differ"]
+
+
+def _plain(value: Any, depth: int = 0, seen: frozenset[int] = frozenset()) -> Any:
+    """``value`` as JSON-native data with string keys, deterministic across processes."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, enum.Enum):
+        return int(value)  # numpy's integers included
+    if isinstance(value, float) and not isinstance(value, enum.Enum):
+        return float(value)
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)) and depth < 32 and id(value) not in seen:
+        inner = seen | {id(value)}
+        if isinstance(value, Mapping):
+            return {_key_text(k, depth + 1, inner): _plain(v, depth + 1, inner) for k, v in value.items()}
+        items = [_plain(v, depth + 1, inner) for v in value]
+        return sorted(items, key=_json) if isinstance(value, (set, frozenset)) else items
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}>"
+    return _ADDRESS.sub("", text)
+
+
+def _key_text(key: Any, depth: int = 0, seen: frozenset[int] = frozenset()) -> str:
+    return key if type(key) is str else _json(_plain(key, depth, seen))
+
+
+def _json(plain: Any) -> str:
+    return json.dumps(plain, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def _short(text: str) -> str:
+    if len(text) <= _SHORT:
+        return text
+    return f"{text[:48]}... (sha256:{hashlib.sha256(text.encode()).hexdigest()[:16]})"

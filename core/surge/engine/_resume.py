@@ -1,0 +1,624 @@
+"""What a bit-exact resume needs beyond weights and optimizer states: RNG states and the loop's and the
+training data's position.
+
+A checkpoint saved during ``fit`` records where the loop stands (epoch, batches done in it, whether the
+validation after the last batch already ran, whether only the epoch's end remains), any gradients of an
+open accumulation window, the RNG states at that moment (python, numpy, torch, every CUDA device, the
+train loader's generators and the RNG objects its sampler or dataset holds) and the RNG states the train
+loader drew its order from when the epoch began (captured once per epoch, never per step). What it records
+is a position the loop can continue from exactly, not simply the live state: see :func:`resumable_state`
+for a save during a validation, after a batch that raised, or after a stop that cut the epoch short
+(docs/resume.md has the contract). A resumed ``fit`` continues from that point:
+
+* between epochs: the RNG states are put back before the next ``train_epoch_start``;
+* mid-epoch: a loader with its own ``state_dict``/``load_state_dict`` restores itself. For any other
+  loader the epoch-start RNG states are put back, a fresh iterator draws the same order, and the batches
+  already done are skipped inside the sampler, so no data is loaded for them (other iterables are
+  replayed). Then the save-time RNG states and the accumulated gradients are put back, and the
+  validation due after the last batch runs if it had not;
+* after the epoch's batches (a save in ``train_epoch_end``): the epoch-interval schedulers step and the
+  next epoch begins.
+
+Limits: several train loaders (combined) are replayed from the epoch's start, which is exact unless one
+of them draws from the global RNG mid-epoch (a shorter loader restarting in ``max_size_cycle`` mode);
+randomness inside the workers of a map-style loader (augmentations with ``num_workers > 0``) is not
+replayed for the rest of a resumed epoch (the resume warns); ``persistent_workers`` loaders draw their
+worker seed once per loader, not once per epoch.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import math
+import random
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from loguru import logger
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+
+from surge import _data
+
+if TYPE_CHECKING:
+    from surge.engine.trainer import Trainer
+
+
+# -- RNG states ----------------------------------------------------------------------------------------
+
+
+def rng_states(loader: Any) -> dict[str, Any]:
+    """The states of every generator a step may draw from, as plain tensors and containers."""
+    states: dict[str, Any] = {"python": _python_state(), "torch": torch.get_rng_state()}
+    numpy_state = _numpy_state()
+    if numpy_state is not None:
+        states["numpy"] = numpy_state
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    states["generators"] = [g.get_state() for g in loader_generators(loader)]
+    objects = [_object_state(rng) for rng in loader_rng_objects(loader)]
+    if objects:
+        states["objects"] = objects
+    return states
+
+
+def _python_state() -> dict[str, Any]:
+    version, internal, gauss = random.getstate()
+    # one tensor instead of 625 Python ints: far cheaper to pickle at every save
+    return {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss}
+
+
+def _numpy_state() -> dict[str, Any] | None:
+    np = sys.modules.get("numpy")  # not imported by anyone: nothing can have drawn from it
+    if np is None:
+        return None
+    state = np.random.get_state(legacy=False)
+    return {
+        "key": torch.from_numpy(state["state"]["key"].astype(np.int64)),
+        "pos": int(state["state"]["pos"]),
+        "has_gauss": int(state["has_gauss"]),
+        "gauss": float(state["gauss"]),
+    }
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    """Whether two recorded RNG states (tensors, numbers, containers of them) are equal."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def set_rng_states(states: dict[str, Any], loader: Any) -> None:
+    if "python" in states:
+        python = states["python"]
+        if isinstance(python, dict):
+            python = (python["version"], tuple(python["state"].tolist()), python["gauss"])
+        random.setstate(python)
+    if "numpy" in states:
+        try:
+            import numpy as np
+        except ImportError:
+            logger.warning("the checkpoint holds numpy's RNG state, but numpy is not installed; it is not restored")
+        else:
+            saved = states["numpy"]
+            key = saved["key"].numpy().astype(np.uint32)
+            np.random.set_state(("MT19937", key, saved["pos"], saved["has_gauss"], saved["gauss"]))
+    if "torch" in states:
+        torch.set_rng_state(states["torch"])
+    cuda = states.get("cuda")
+    if cuda:
+        if torch.cuda.is_available() and torch.cuda.device_count() == len(cuda):
+            torch.cuda.set_rng_state_all(cuda)
+        else:
+            available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            logger.warning(
+                "the checkpoint holds the RNG states of {} CUDA device(s), {} are available: they are not "
+                "restored, so random draws on the GPU differ from the original run",
+                len(cuda),
+                available,
+            )
+    _set_generator_states(loader, states.get("generators", []))
+    _set_object_states(loader, states.get("objects", []))
+
+
+def loader_generators(loader: Any) -> list[torch.Generator]:
+    """The ``torch.Generator`` objects a train loader draws from (its own, its samplers'), in a fixed order."""
+    found: list[torch.Generator] = []
+
+    def visit(obj: Any, depth: int) -> None:
+        if isinstance(obj, torch.Generator):
+            if not any(g is obj for g in found):
+                found.append(obj)
+            return
+        if obj is None or depth > 3 or isinstance(obj, (str, bytes, int, float, torch.Tensor)):
+            return
+        if isinstance(obj, _data.CombinedLoader):
+            for item in obj.items:
+                visit(item, depth + 1)
+            return
+        for name in ("generator", "sampler", "batch_sampler"):
+            visit(getattr(obj, name, None), depth + 1)
+
+    visit(loader, 0)
+    return found
+
+
+def loader_rng_objects(loader: Any) -> list[Any]:
+    """The RNG objects of their own that a train loader's sampler, batch sampler or dataset hold as attributes
+    (``self.rng = np.random.default_rng(seed)``, ``random.Random(seed)``, a ``RandomState``), in a fixed order:
+    their states are recorded with the global ones, so a data order drawn from them resumes exactly too.
+    The global RNGs' own instances are left out (they are recorded as ``python`` and ``numpy``)."""
+    np = sys.modules.get("numpy")
+    kinds: tuple[type, ...] = (random.Random,)
+    if np is not None:
+        kinds += (np.random.Generator, np.random.RandomState)
+    shared = {id(random._inst)}  # type: ignore[attr-defined]
+    if np is not None:
+        shared.add(id(np.random.mtrand._rand))
+    found: list[Any] = []
+    seen: set[int] = set()
+
+    def visit(obj: Any, depth: int) -> None:
+        if obj is None or id(obj) in seen or depth > 3:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, kinds):
+            if id(obj) not in shared:
+                found.append(obj)
+            return
+        if isinstance(obj, _data.CombinedLoader):
+            for item in obj.items:
+                visit(item, depth + 1)
+            return
+        if depth == 0:  # the loader: only what draws its order or its samples
+            for name in ("sampler", "batch_sampler", "dataset"):
+                visit(getattr(obj, name, None), depth + 1)
+            return
+        attributes = getattr(obj, "__dict__", None)
+        if isinstance(attributes, dict):
+            for value in attributes.values():
+                wrapped = hasattr(value, "__iter__") and hasattr(value, "__dict__")
+                if wrapped or isinstance(value, (*kinds, Dataset, Sampler)):
+                    visit(value, depth + 1)  # an RNG, or a wrapped sampler/dataset
+
+    visit(loader, 0)
+    return found
+
+
+def _object_state(rng: Any) -> dict[str, Any]:
+    if isinstance(rng, random.Random):
+        version, internal, gauss = rng.getstate()
+        return {
+            "kind": "random",
+            "version": version,
+            "state": torch.tensor(internal, dtype=torch.int64),
+            "gauss": gauss,
+        }
+    if hasattr(rng, "bit_generator"):  # numpy.random.Generator
+        return {"kind": "generator", "state": _arrays_to_tensors(rng.bit_generator.state)}
+    return {"kind": "random_state", "state": _arrays_to_tensors(rng.get_state(legacy=False))}
+
+
+def _object_state_kind(rng: Any) -> str:
+    if isinstance(rng, random.Random):
+        return "random"
+    return "generator" if hasattr(rng, "bit_generator") else "random_state"
+
+
+def _set_object_state(rng: Any, entry: dict[str, Any]) -> None:
+    if entry["kind"] == "random":
+        rng.setstate((entry["version"], tuple(entry["state"].tolist()), entry["gauss"]))
+    elif entry["kind"] == "generator":
+        rng.bit_generator.state = _tensors_to_arrays(entry["state"])
+    else:
+        rng.set_state(_tensors_to_arrays(entry["state"]))
+
+
+def _arrays_to_tensors(value: Any) -> Any:
+    """numpy's RNG states hold arrays: kept as tensors with their dtype's name, so the safe loader reads them."""
+    if isinstance(value, dict):
+        return {k: _arrays_to_tensors(v) for k, v in value.items()}
+    if type(value).__name__ == "ndarray":
+        return {"ndarray": torch.from_numpy(value.astype("int64")), "dtype": str(value.dtype)}
+    return value
+
+
+def _tensors_to_arrays(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"ndarray", "dtype"}:
+            return value["ndarray"].numpy().astype(value["dtype"])
+        return {k: _tensors_to_arrays(v) for k, v in value.items()}
+    return value
+
+
+def _set_object_states(loader: Any, saved: list[dict[str, Any]]) -> None:
+    objects = loader_rng_objects(loader)
+    found = [_object_state_kind(rng) for rng in objects]
+    if found != [entry["kind"] for entry in saved]:
+        if objects or saved:
+            logger.warning(
+                "the training loader's sampler or dataset holds {} RNG object(s) of its own, the checkpoint the "
+                "states of {}: they are not restored, so the data order after resuming differs from the original run",
+                len(objects),
+                len(saved),
+            )
+        return
+    for rng, entry in zip(objects, saved, strict=True):
+        _set_object_state(rng, entry)
+
+
+def _set_generator_states(loader: Any, saved: list[torch.Tensor]) -> None:
+    generators = loader_generators(loader)
+    if len(generators) != len(saved):
+        logger.warning(
+            "the training loader draws from {} torch.Generator(s), the checkpoint holds the states of {}: they "
+            "are not restored, so the data order after resuming differs from the original run",
+            len(generators),
+            len(saved),
+        )
+        return
+    for generator, state in zip(generators, saved, strict=True):
+        generator.set_state(state)
+
+
+@contextlib.contextmanager
+def isolated_rng(loaders: list[Any]) -> Iterator[None]:
+    """Put every RNG state back afterwards (python, numpy, torch, CUDA, the loaders' generators), so that what
+    runs inside (the sanity check) changes no later random draw."""
+    python = random.getstate()
+    np = sys.modules.get("numpy")
+    numpy_state = np.random.get_state() if np is not None else None
+    torch_state = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    generators = [g for loader in loaders for g in loader_generators(loader)]
+    generator_states = [g.get_state() for g in generators]
+    objects = [(rng, _object_state(rng)) for loader in loaders for rng in loader_rng_objects(loader)]
+    try:
+        yield
+    finally:
+        for rng, object_state in objects:
+            _set_object_state(rng, object_state)
+        random.setstate(python)
+        if np is not None:
+            np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        for generator, state in zip(generators, generator_states, strict=True):
+            generator.set_state(state)
+
+
+def epoch_start_states(loader: Any) -> dict[str, Any]:
+    """What the train loader draws its epoch order from: taken by the loop right before ``iter(loader)``,
+    once per epoch. Python's and numpy's global RNGs are included: a sampler calling
+    ``np.random.permutation`` or an iterable dataset shuffling with ``random`` draws from them."""
+    states: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "python": _python_state(),
+        "generators": [g.get_state() for g in loader_generators(loader)],
+    }
+    objects = [_object_state(rng) for rng in loader_rng_objects(loader)]
+    if objects:
+        states["objects"] = objects
+    numpy_state = _numpy_state()
+    if numpy_state is not None:
+        states["numpy"] = numpy_state
+    return states
+
+
+@dataclass
+class OpenBatch:
+    """A training batch begun and not finished: it raised (an exception, a second Ctrl-C, a non-finite
+    loss), or a stop requested in its ``train_batch_start`` skipped it. A checkpoint written afterwards
+    records the position before it: its gradients dropped, torch's RNG as it was before it."""
+
+    epoch: int
+    batch_idx: int
+    torch_rng: torch.Tensor
+    """torch's RNG state before the batch was fetched (one cheap copy per batch)."""
+    window_open: bool
+    """Gradients of earlier micro-batches were accumulated when it began."""
+    ran: bool
+    """Its step ran (its gradients, if any, are mixed into the window's); False: skipped before the step."""
+    reason: str
+
+
+# -- what a checkpoint records ---------------------------------------------------------------------------
+
+
+def resumable_state(trainer: Trainer) -> dict[str, Any]:
+    """The part of a checkpoint that says where the run stands: the loop and data position, RNG states and
+    an open accumulation window's gradients, as they are true for a resume.
+
+    * restored and not yet reached by the loop: the restored position, unchanged;
+    * during a validation inside ``fit`` (a save from a handler, or after Ctrl-C in it): the RNG states
+      from before that validation, which counts as not done, so the resume runs it again;
+    * after a batch that did not finish (:class:`OpenBatch`): the position before it, without its
+      gradients, torch's RNG rewound. Python's and numpy's global RNGs cannot be rewound (saving them per
+      batch would cost more than the step): if they moved since the epoch began, a warning says so here
+      and again when the checkpoint is resumed. Inside an open accumulation window the earlier
+      micro-batches' gradients cannot be separated from the failed one's, and the save is refused.
+    """
+    pending = trainer._resume_point
+    if pending is not None:
+        return {
+            "loops": loop_position(trainer),
+            "rng": pending.rng if pending.rng is not None else rng_states(trainer.train_dataloader),
+            "data": pending.data(),
+            "accumulated_grads": pending.grads,
+        }
+    loops = loop_position(trainer)
+    validation_rng = trainer._validation_rng
+    rng = validation_rng if validation_rng is not None else rng_states(trainer.train_dataloader)
+    grads = accumulated_grads(trainer.module)
+    open_batch = trainer._open_batch
+    if open_batch is not None:
+        rng, grads = _rewind(trainer, open_batch, rng, grads, loops)
+    return {"loops": loops, "rng": rng, "data": data_position(trainer), "accumulated_grads": grads}
+
+
+def _rewind(
+    trainer: Trainer, batch: OpenBatch, rng: dict[str, Any], grads: dict[str, torch.Tensor], loops: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    from surge.errors import CheckpointSaveError
+
+    where = f"batch {batch.batch_idx} of epoch {batch.epoch} ({batch.reason})"
+    if batch.ran and batch.window_open and grads:
+        raise CheckpointSaveError(
+            f"no exact checkpoint can be written now: {where} did not finish inside a gradient accumulation "
+            "window, and the gradients the window's earlier micro-batches accumulated can no longer be told apart "
+            "from the failed batch's. Resume from the last checkpoint written at a step boundary (ModelCheckpoint's "
+            "schedule, last.ckpt), or save from a handler at a step boundary (train_batch_end)"
+        )
+    rng = {**rng, "torch": batch.torch_rng}
+    start = trainer.state.epoch_rng or {}
+    moved = [
+        name
+        for name, now in (("python", rng.get("python")), ("numpy", rng.get("numpy")))
+        if now is not None and name in start and not _same_state(now, start[name])
+    ]
+    if moved:
+        note = (
+            f"{where}: torch's RNG is rewound to the batch's start, but {' and '.join(moved)}'s global RNG moved "
+            "since the epoch began and is saved as the failed batch left it; if that batch (its data or its "
+            "training step) drew from it, the resumed run's random draws differ from an uninterrupted run's"
+        )
+        loops["inexact"] = note
+        logger.warning("checkpoint: {}", note)
+    return rng, grads if not batch.ran else {}  # a skipped batch added nothing to the window's gradients
+
+
+# -- what a checkpoint records ---------------------------------------------------------------------------
+
+
+def loop_position(trainer: Trainer) -> dict[str, Any]:
+    state, n = trainer.state, trainer.num_training_batches
+    return {
+        "current_epoch": state.current_epoch,
+        "global_step": state.global_step,
+        "total_batches": state.total_batches,
+        "epoch_batches": state.total_batches - state.epoch_start_batches,
+        "epoch_length": None if math.isinf(n) else int(n),
+        "validated": state.validated_at == state.total_batches,
+        "epoch_loop_done": state.epoch_loop_done,
+    }
+
+
+def data_position(trainer: Trainer) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if trainer.state.epoch_rng is not None:
+        data["epoch_start"] = trainer.state.epoch_rng
+    loader = trainer.train_dataloader
+    if _has_own_state(loader):
+        data["loader"] = loader.state_dict()
+    return data
+
+
+def accumulated_grads(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Gradients not yet stepped (an open accumulation window): after every step they are ``None``."""
+    return {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
+
+
+def _has_own_state(loader: Any) -> bool:
+    return callable(getattr(loader, "state_dict", None)) and callable(getattr(loader, "load_state_dict", None))
+
+
+# -- continuing from a checkpoint ----------------------------------------------------------------------------
+
+
+@dataclass
+class ResumePoint:
+    """Where a restored ``fit`` continues; the loops consume it once."""
+
+    epoch_batches: int
+    """Batches of the current epoch already done."""
+    validated: bool
+    """The validation due after the last of those batches already ran."""
+    epoch_loop_done: bool
+    """Only the epoch's end remains: epoch-interval schedulers, then the next epoch."""
+    rng: dict[str, Any] | None
+    epoch_start: dict[str, Any] | None
+    loader_state: Any = None
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def data(self) -> dict[str, Any]:
+        """The ``data`` entry of the checkpoint this point came from."""
+        data: dict[str, Any] = {}
+        if self.epoch_start is not None:
+            data["epoch_start"] = self.epoch_start
+        if self.loader_state is not None:
+            data["loader"] = self.loader_state
+        return data
+
+    @property
+    def mid_epoch(self) -> bool:
+        return not self.epoch_loop_done and (self.epoch_start is not None or self.epoch_batches > 0)
+
+    def begin_epoch(self, trainer: Trainer) -> None:
+        """At an epoch boundary: put the RNG states (and a stateful loader's state) back."""
+        loader = trainer.train_dataloader
+        if self.loader_state is not None and _has_own_state(loader):
+            loader.load_state_dict(self.loader_state)
+        if self.rng is not None:
+            set_rng_states(self.rng, loader)
+
+    def continue_epoch(self, trainer: Trainer) -> Iterator[Any]:
+        """Mid-epoch: an iterator over the rest of the epoch's batches, with every RNG as it was at the save."""
+        loader = trainer.train_dataloader
+        if self.loader_state is not None and _has_own_state(loader):
+            loader.load_state_dict(self.loader_state)
+            iterator = iter(loader)
+        else:
+            if self.epoch_start is not None:  # torch, python, numpy and the loader's generators
+                set_rng_states(self.epoch_start, loader)
+            iterator = fast_forward(loader, self.epoch_batches)
+            _warn_if_workers_reseed(loader, self.epoch_batches)
+        trainer.state.epoch_rng = self.epoch_start  # a later save in this epoch records the same start
+        if self.rng is not None:
+            set_rng_states(self.rng, loader)
+        if self.grads:
+            for name, param in trainer.module.named_parameters():
+                if name in self.grads:
+                    param.grad = self.grads[name].to(device=param.device, dtype=param.dtype)
+        return iterator
+
+
+def _warn_if_workers_reseed(loader: Any, skipped: int) -> None:
+    """A map-style loader with worker processes skips inside its sampler, so the rest of the epoch is loaded by
+    fresh workers, each handed other batches than in the original run: the sample order is exact, random
+    draws inside the workers (augmentations in ``__getitem__``) are not. Iterable datasets are replayed, so
+    their workers' draws are exact."""
+    loaders = loader.items if isinstance(loader, _data.CombinedLoader) else [loader]
+    for item in loaders:
+        if (
+            skipped
+            and isinstance(item, DataLoader)
+            and item.num_workers > 0
+            and not isinstance(item.dataset, IterableDataset)
+        ):
+            logger.warning(
+                "resuming after {} batches of the epoch: the training loader's {} worker processes start afresh "
+                "for the rest of it, so random draws inside them (augmentations in the Dataset's __getitem__) "
+                "differ from the original run's; the order of the samples is exact. Save checkpoints at epoch "
+                "boundaries, or draw augmentations from a generator seeded per sample, where that matters",
+                skipped,
+                item.num_workers,
+            )
+            return
+
+
+def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> ResumePoint:
+    """Put the loop counters of ``checkpoint`` into ``trainer.state``; the rest waits in the returned point."""
+    loops, state = checkpoint["loops"], trainer.state
+    state.current_epoch = loops["current_epoch"]
+    state.global_step = loops["global_step"]
+    state.total_batches = loops.get("total_batches", 0)
+    done = int(loops.get("epoch_batches", 0))
+    state.epoch_start_batches = state.total_batches - done
+    state.validated_at = state.total_batches if loops.get("validated") else -1
+    state.epoch_loop_done = bool(loops.get("epoch_loop_done", False))
+    state.epoch_rng = None
+    data = checkpoint.get("data", {})
+    point = ResumePoint(
+        epoch_batches=done,
+        validated=bool(loops.get("validated")),
+        epoch_loop_done=state.epoch_loop_done,
+        rng=checkpoint.get("rng"),
+        epoch_start=data.get("epoch_start"),
+        loader_state=data.get("loader"),
+        grads=checkpoint.get("accumulated_grads", {}),
+    )
+    if loops.get("inexact"):
+        logger.warning("resuming from {}, which is not an exact continuation: {}", url, loops["inexact"])
+    n = trainer.num_training_batches
+    length = None if math.isinf(n) else int(n)
+    if point.mid_epoch and "epoch_length" in loops and loops["epoch_length"] != length:
+        logger.warning(
+            "checkpoint {} was saved after {} of {} training batches of epoch {}, but the training data now has "
+            "{} batches per epoch: the rest of this epoch does not continue the original run's data",
+            url,
+            done,
+            loops["epoch_length"],
+            state.current_epoch,
+            length,
+        )
+    return point
+
+
+# -- fast-forwarding a loader --------------------------------------------------------------------------------
+
+
+def fast_forward(loader: Any, skip: int) -> Iterator[Any]:
+    """An iterator over ``loader`` past its first ``skip`` batches, drawing the same RNG as ``iter(loader)``.
+
+    A map-style ``DataLoader`` skips inside its (batch) sampler: the skipped indices are never fetched, so
+    no worker loads them. Anything else is replayed.
+    """
+    if isinstance(loader, DataLoader) and not isinstance(loader.dataset, IterableDataset):
+        copy, skipping = _skipping_copy(loader, skip)
+        iterator = iter(copy)
+        # The sampler draws its order lazily; draw it now, while the RNG is still at the epoch's start.
+        skipping.start()
+        return iterator
+    iterator = iter(loader)
+    collections.deque(itertools.islice(iterator, skip), maxlen=0)
+    return iterator
+
+
+def _skipping_copy(loader: DataLoader, skip: int) -> tuple[DataLoader, _SkipFirst]:
+    kwargs = {name: getattr(loader, name) for name in _data.LOADER_ARGS if hasattr(loader, name)}
+    for name in ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last"):
+        kwargs.pop(name, None)
+    if loader.batch_sampler is not None:
+        skipping = kwargs["batch_sampler"] = _SkipFirst(loader.batch_sampler, skip)
+    else:  # no automatic batching: the sampler yields one batch's index at a time
+        skipping = kwargs["sampler"] = _SkipFirst(loader.sampler, skip)
+        kwargs["batch_size"] = None
+    kwargs["persistent_workers"] = False  # it serves the rest of one epoch
+    if not kwargs.get("num_workers"):
+        kwargs.pop("prefetch_factor", None)
+    return DataLoader(loader.dataset, **kwargs), skipping
+
+
+class _SkipFirst:
+    """A (batch) sampler yielding what ``inner`` yields after its first ``count`` items."""
+
+    def __init__(self, inner: Any, count: int) -> None:
+        self.inner, self.count = inner, count
+        self._live: _Skipping | None = None
+
+    def __len__(self) -> int:
+        return max(0, len(self.inner) - self.count)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._live = _Skipping(self.inner, self.count)
+        return self._live
+
+    def start(self) -> None:
+        """Make the live iterator draw its order and skip now (a worker-backed iterator already has)."""
+        if self._live is not None:
+            self._live.start()
+
+
+class _Skipping:
+    def __init__(self, inner: Any, count: int) -> None:
+        self._inner, self._count = inner, count
+        self._iterator: Iterator[Any] | None = None
+
+    def start(self) -> Iterator[Any]:
+        if self._iterator is None:
+            self._iterator = iter(self._inner)
+            collections.deque(itertools.islice(self._iterator, self._count), maxlen=0)
+        return self._iterator
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._iterator if self._iterator is not None else self.start())

@@ -1,0 +1,321 @@
+"""Plugin declarations and discovery through the ``surge.plugins`` entry-point group.
+
+A distribution declares each plugin with an entry point whose object is a :class:`Plugin`::
+
+    [project.entry-points."surge.plugins"]
+    devices = "surge_devices:plugin"
+
+Discovery is lazy (a Trainer or a CLI command asks for it, never ``import surge``), sorted by name,
+de-duplicated; a name two distributions claim loads neither and says why. Blocking (``SURGE_PLUGINS``,
+``SURGE_DISABLE_PLUGINS``, ``SURGE_DISABLE_PLUGIN_AUTOLOAD``, and a lab profile's rules, see
+:mod:`surge.plugins.lab`) happens before anything is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from loguru import logger
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel
+
+from surge._logging import route_stdlib
+from surge.errors import LabError, PluginConflictError, PluginError
+from surge.events import Event, event_problems
+from surge.plugins import _pinned
+from surge.settings import SurgeSettings
+
+if TYPE_CHECKING:
+    from surge.plugins.lab import Lab
+
+__all__ = ["Plugin", "PluginRecord", "Catalog", "discover", "ENTRY_POINT_GROUP", "ROLES", "PROVIDER_SLOTS"]
+
+ENTRY_POINT_GROUP = "surge.plugins"
+Kind = Literal["provider", "participant", "observer"]
+Status = Literal["active", "available", "blocked", "failed"]
+
+ROLES = ("logger", "progress", "checkpoint", "model_summary")
+"""Roles the Trainer's switches act on: ``logger=``, ``enable_progress_bar``, ``enable_checkpointing``,
+``enable_model_summary``."""
+
+PROVIDER_SLOTS = ("accelerator", "strategy", "precision", "checkpoint_io", "profiler", "tuner")
+"""Trainer arguments whose string values name a provider."""
+
+_NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
+_VALUE = re.compile(r"^[\w.]+\s*(:\s*[\w.]+\s*)?(\[.*\]\s*)?$")  # importlib.metadata's entry point syntax
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """What a ``surge.plugins`` entry point points to.
+
+    * A **provider** offers named implementations chosen by a Trainer argument:
+      ``provides={"accelerator": {"cpu": CPUAccelerator}}`` makes ``Trainer(accelerator="cpu")`` work.
+    * A **participant** (or an **observer**, which runs after the user's Module: loggers, progress)
+      subscribes to events. ``factory(**settings)`` builds the object whose ``@surge.hookimpl`` methods
+      are registered; ``config`` (a pydantic model) validates those settings first. ``default=True``
+      makes it active unless switched off; otherwise it is active on request
+      (``Trainer(plugins=["name"])`` or ``plugins={"name": {...settings}}``).
+    * ``role`` ties it to a Trainer switch: ``logger``, ``progress``, ``checkpoint``, ``model_summary``.
+    * ``switches`` claims Trainer arguments: ``{"max_time": lambda value: {"duration": value} if value else
+      None}`` maps the argument's value to this plugin's settings (``None``: the value asks for nothing), and a
+      run whose argument asks switches the plugin on with them. The distribution also names each argument in
+      the ``surge.switches`` entry-point group, so that the argument requests the plugin without importing others.
+    * ``events`` declares the events it publishes (``trainer.emit(...)``), :class:`surge.events.Event`
+      subclasses that other plugins subscribe to by name, like the core's (docs/events.md, "Events of plugins").
+    """
+
+    name: str
+    kind: Kind
+    provides: Mapping[str, Mapping[str, Callable[..., Any]]] = field(default_factory=dict)
+    factory: Callable[..., object] | None = None
+    config: type[BaseModel] | None = None
+    default: bool = False
+    role: str | None = None
+    description: str = ""
+    events: Sequence[type[Event]] = ()
+    switches: Mapping[str, Callable[[Any], Mapping[str, Any] | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            problems.append(f"name {self.name!r} must be lower-case letters, digits, '_' or '-'")
+        if self.kind not in ("provider", "participant", "observer"):
+            problems.append(f"kind {self.kind!r} must be 'provider', 'participant' or 'observer'")
+        if self.kind == "provider":
+            unknown = sorted(set(self.provides) - set(PROVIDER_SLOTS) - {"logger"})
+            if not self.provides:
+                problems.append("a provider must fill `provides`, e.g. {'accelerator': {'cpu': CPUAccelerator}}")
+            if unknown:
+                problems.append(f"`provides` has unknown slots {unknown}; slots are {list(PROVIDER_SLOTS)}")
+        elif self.factory is None:
+            problems.append(f"a {self.kind} needs a `factory` that builds its hook-implementing object")
+        if self.role is not None and self.role not in ROLES:
+            problems.append(f"role {self.role!r} must be one of {list(ROLES)}")
+        from surge.config import TrainerConfig
+
+        if not isinstance(self.switches, Mapping):
+            problems.append(f"`switches` must map Trainer arguments to functions; got {self.switches!r}")
+        else:
+            unknown = sorted(str(a) for a in self.switches if a not in TrainerConfig.model_fields)
+            if unknown:
+                problems.append(f"`switches` names {unknown}, which are not Trainer arguments")
+            uncallable = sorted(str(a) for a, fn in self.switches.items() if not callable(fn))
+            if uncallable:
+                problems.append(f"`switches` maps {uncallable} to something that is not a function of the value")
+        if isinstance(self.events, (str, bytes)) or not isinstance(self.events, Sequence):
+            problems.append(f"`events` must be a list of surge.events.Event subclasses; got {self.events!r}")
+        else:
+            problems += event_problems(self.events)
+        if problems:
+            raise PluginError(f"invalid surge.Plugin declaration {self.name!r}: " + "; ".join(problems))
+
+    def build(self, settings: Mapping[str, Any] | None = None) -> object:
+        """Validate ``settings`` with ``config`` and build the participant's subscriber object."""
+        assert self.factory is not None
+        settings = dict(settings or {})
+        if self.config is not None:
+            settings = dict(self.config.model_validate(settings))
+        return self.factory(**settings)
+
+
+@dataclass
+class PluginRecord:
+    """One discovered entry point and what became of it."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    value: str
+    status: Status = "available"
+    reason: str = ""
+    plugin: Plugin | None = None
+    module: str = ""
+    origin: str = ""
+    """The file the entry point's module was imported from (empty until loaded, or for an in-memory module)."""
+
+    @property
+    def kind(self) -> str:
+        return self.plugin.kind if self.plugin else "?"
+
+    def describe(self) -> str:
+        return f"plugin '{self.name}' (distribution {self.distribution or '?'} {self.version or '?'})"
+
+
+class _Source:
+    """Where entry points come from; ``surge.testing`` swaps it for an in-memory one."""
+
+    def entry_points(self) -> Iterable[metadata.EntryPoint]:
+        return metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+source = _Source()
+
+
+def _dist_of(ep: metadata.EntryPoint) -> tuple[str | None, str | None]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return None, None
+    return dist.metadata["Name"], dist.version
+
+
+@dataclass
+class Catalog:
+    """Every discovered plugin, sorted by name, with its status."""
+
+    records: dict[str, PluginRecord]
+    lab: str | None = None
+    """The lab profile discovery ran under (its source), or ``None``."""
+
+    def loaded(self) -> list[PluginRecord]:
+        return [r for r in self.records.values() if r.plugin is not None]
+
+    def summary(self) -> str:
+        """One line: the lab profile, and every loaded plugin with its distribution and file (the start-up line)."""
+        loaded = "; ".join(
+            f"{r.name} ({r.distribution or '?'} {r.version or '?'}, {r.origin or 'in memory'})" for r in self.loaded()
+        )
+        lab = f"the lab profile {self.lab}" if self.lab else "no lab profile"
+        return f"plugins loaded under {lab}: {loaded or 'none'}"
+
+    def providers(self, slot: str) -> dict[str, tuple[Callable[..., Any], PluginRecord]]:
+        """Provider name -> (factory, record) for one slot, with an error when two plugins claim a name."""
+        found: dict[str, tuple[Callable[..., Any], PluginRecord]] = {}
+        for record in self.loaded():
+            assert record.plugin is not None
+            for provider_name, factory in record.plugin.provides.get(slot, {}).items():
+                if provider_name in found:
+                    other = found[provider_name][1]
+                    raise PluginConflictError(
+                        f"two plugins provide {slot} '{provider_name}': {other.describe()} and "
+                        f"{record.describe()}. Uninstall one, or block one with SURGE_DISABLE_PLUGINS="
+                        f"{record.name}"
+                    )
+                found[provider_name] = (factory, record)
+        return found
+
+
+def discover(
+    settings: SurgeSettings, requested: Iterable[str] = (), lab: Lab | None = None, *, fatal: bool = True
+) -> Catalog:
+    """Find, filter and import the ``surge.plugins`` entry points.
+
+    ``requested`` names plugins the caller asked for by name; they load even under
+    ``SURGE_DISABLE_PLUGIN_AUTOLOAD=1``, but never when ``SURGE_DISABLE_PLUGINS`` blocks them or a
+    ``SURGE_PLUGINS`` allow-list leaves them out. ``lab`` (by default the profile :func:`surge.plugins.lab.resolve`
+    finds) goes over all of these: it blocks what it switches off or does not list under ``autoload = false``,
+    lets through what it forces on, holds imports of pinned distributions to their own files
+    (:mod:`surge.plugins._pinned`), and makes a pinned distribution's import failure fatal.
+
+    A name two distributions claim loads neither: its record is ``failed`` and says so, unless all but one
+    are blocked (``SURGE_DISABLE_PLUGINS=<distribution>:<name>``). A failure is reported and skipped, or
+    raised when the lab pins the distribution or ``SURGE_STRICT_PLUGINS=1``, after every plugin was tried;
+    with ``fatal=False`` (the diagnostic commands) failures are only recorded.
+    """
+    if lab is None:
+        from surge.plugins.lab import resolve
+
+        lab = resolve(settings)
+    _pinned.guard(lab.homes() if lab is not None else (), lab.source if lab is not None else "")
+    requested = set(requested)
+    claims: dict[str, dict[tuple[str | None, str], tuple[metadata.EntryPoint, PluginRecord]]] = {}
+    for ep in source.entry_points():
+        dist, version = _dist_of(ep)
+        record = PluginRecord(ep.name, dist, version, ep.value, module=ep.value.split(":")[0].split(".")[0])
+        claims.setdefault(ep.name, {}).setdefault((dist, ep.value), (ep, record))  # seen twice on sys.path: once
+
+    records: dict[str, PluginRecord] = {}
+    fatal_problems: list[str] = []
+    clashes: set[str] = set()
+    for name in sorted(claims):
+        candidates = list(claims[name].values())
+        reasons = [_blocked_reason(record, settings, requested, lab) for _, record in candidates]
+        kept = [candidate for candidate, reason in zip(candidates, reasons, strict=True) if not reason]
+        ep, record = kept[0] if kept else candidates[0]
+        records[name] = record
+        if not kept:
+            record.status, record.reason = "blocked", reasons[0]
+            continue
+        if len(kept) > 1:
+            record.status, record.reason = "failed", _clash([r for _, r in kept])
+            clashes.add(name)
+        else:
+            _load(ep, record)
+        if record.status != "failed":
+            continue
+        pins = [
+            f"the lab profile {lab.source} pins {r.distribution}" for _, r in kept if lab and lab.pins(r.distribution)
+        ]
+        why = pins[0] + ("" if name in clashes else "; fix or reinstall it") if pins else ""
+        why = why or ("SURGE_STRICT_PLUGINS=1" if settings.strict_plugins else "")
+        if why:
+            fatal_problems.append(f"{record.describe()} failed to load: {record.reason} (fatal because {why})")
+        elif fatal:
+            logger.warning("{} failed to load and is skipped: {}", record.describe(), record.reason)
+    if fatal and fatal_problems:
+        raise (PluginConflictError if clashes else PluginError)("\n".join(fatal_problems))
+    return Catalog(records, lab.source if lab is not None else None)
+
+
+def _clash(records: list[PluginRecord]) -> str:
+    """Why a name claimed by two entry points loads neither, and how to choose one."""
+    name, dist = records[0].name, records[0].distribution
+    if all(r.distribution == dist for r in records):
+        values = " and ".join(r.value for r in records)
+        return f"distribution {dist} declares the plugin name '{name}' twice ({values}); its author must rename one"
+    claims = " and ".join(f"{r.distribution or '?'} {r.version or '?'} ({r.value})" for r in records)
+    blocks = " or ".join(f"SURGE_DISABLE_PLUGINS={r.distribution}:{name}" for r in records if r.distribution)
+    return (
+        f"two distributions claim the plugin name '{name}': {claims}, so neither is loaded. Uninstall one, or "
+        f"block one with {blocks} (for one run: surge fit -p no:DISTRIBUTION:{name})"
+    )
+
+
+def _blocked_reason(record: PluginRecord, settings: SurgeSettings, requested: set[str], lab: Lab | None) -> str:
+    name = record.name
+    if lab is not None:  # the lab's rules are over the environment's
+        reason = lab.blocked_reason(name, record.distribution)
+        if reason or lab.forces_on(name):
+            return reason
+    for entry in settings.disable_plugins:  # <distribution>:<name> blocks one distribution's claim only
+        dist, _, plugin = entry.rpartition(":")
+        if dist and plugin == name and canonicalize_name(dist) == canonicalize_name(record.distribution or "?"):
+            return f"blocked by SURGE_DISABLE_PLUGINS={entry}"
+    if name in settings.load_plugins:  # SURGE_LOAD_PLUGINS (`surge fit -p NAME`) is over the lists below
+        return ""
+    if name in settings.disable_plugins:
+        return "blocked by SURGE_DISABLE_PLUGINS"
+    if settings.plugins is not None and name not in settings.plugins:
+        return "not in the SURGE_PLUGINS allow-list"  # an allow-list binds requests by name too
+    if settings.disable_plugin_autoload and name not in (settings.plugins or []) and name not in requested:
+        return "SURGE_DISABLE_PLUGIN_AUTOLOAD=1 and not requested by name"
+    return ""
+
+
+def _load(ep: metadata.EntryPoint, record: PluginRecord) -> None:
+    try:
+        if not _VALUE.match(ep.value):  # else importlib fails with "'NoneType' object has no attribute 'group'"
+            raise PluginError(f"entry point value {ep.value!r} is not of the form 'package.module:attribute'")
+        obj = ep.load()
+        if not isinstance(obj, Plugin):
+            raise PluginError(
+                f"entry point {ep.value!r} must point to a surge.Plugin, got {type(obj).__name__}; "
+                "declare `plugin = surge.Plugin(name=..., kind=...)` and point the entry point at it"
+            )
+        if obj.name != ep.name:
+            raise PluginError(
+                f"entry point is named {ep.name!r} but its surge.Plugin is named {obj.name!r}; make them equal"
+            )
+    except LabError:
+        raise  # the import guard refused a module that is not the pinned distribution's: no run, no listing
+    except Exception as exc:  # a broken plugin must not break the run unless asked to (see discover)
+        record.status, record.reason = "failed", f"{type(exc).__name__}: {exc}"
+        return
+    record.plugin = obj
+    record.origin = getattr(sys.modules.get(ep.value.split(":")[0].strip()), "__file__", None) or ""
+    route_stdlib(record.module)  # the plugin's stdlib `logging` records go through Surge's sink

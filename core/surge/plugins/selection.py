@@ -1,0 +1,697 @@
+"""From Trainer arguments and the plugin catalog to the list of bus subscribers and chosen providers."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from surge import plugins as _plugins
+from surge.config import TrainerConfig, format_validation_error
+from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
+from surge.events import Event
+from surge.events.bus import Subscriber, Tier, Timing, timing
+from surge.plugins import Catalog, PluginRecord
+from surge.plugins._first_party import SYNONYMS, install_hint
+from surge.plugins.backends import Accelerator, Precision, Strategy, api_names
+from surge.settings import SurgeSettings
+
+# The precision names surge-precision adds (the hint of an unknown name points there only for these).
+_STANDARD_PRECISIONS = frozenset(
+    {"64", "64-true", "fp64", "16", "16-mixed", "bf16", "bf16-mixed", "16-true", "bf16-true"}
+)
+
+SWITCHES_GROUP = "surge.switches"
+"""The entry-point group in which a distribution names the Trainer arguments its plugins serve (their
+``surge.Plugin(switches=...)``), so that setting one requests the plugin without importing any other: an entry
+point named after the argument whose value is the serving plugin's ``surge.plugins`` entry point's value::
+
+    [project.entry-points."surge.switches"]
+    max_time = "surge_callbacks:timer_plugin"
+"""
+
+_SERVED_BY_PLUGINS: dict[str, str] = {
+    "max_time": "surge-callbacks",
+    "accumulate_grad_batches": "surge-callbacks",
+    "stochastic_weight_avg": "surge-swa",
+    "track_grad_norm": "surge-callbacks",
+    "terminate_on_nan": "surge-callbacks",
+    "log_gpu_memory": "surge-callbacks",
+}
+"""The seed Trainer's arguments for training techniques, which only a plugin serves (what a value means is the
+serving plugin's ``switches``), with the first-party distribution to name in the error when none is installed."""
+
+
+def _asks(argument: str, value: Any) -> bool:
+    """Whether ``value`` of a plugin-served argument asks for a plugin: away from its default, except an int
+    ``accumulate_grad_batches``, which the loop applies itself (a ``{epoch: k}`` schedule is a plugin's)."""
+    if argument == "accumulate_grad_batches":
+        return isinstance(value, Mapping)
+    default = TrainerConfig.model_fields[argument].default
+    return bool(value != default)
+
+
+def switched_plugins(config: TrainerConfig) -> set[str]:
+    """The plugins whose distributions name, in :data:`SWITCHES_GROUP`, an argument ``config`` sets: requests,
+    read from metadata only, so ``SURGE_DISABLE_PLUGIN_AUTOLOAD`` still loads them."""
+    asked = {a for a in _SERVED_BY_PLUGINS if _asks(a, getattr(config, a))}
+    if not asked:
+        return set()
+    names: set[str] = set()
+    for ep in _plugins.source.entry_points():
+        for entry in getattr(getattr(ep, "dist", None), "entry_points", ()):
+            if entry.group == SWITCHES_GROUP and entry.name in asked and entry.value == ep.value:
+                names.add(ep.name)
+    return names
+
+
+def apply_switches(req: Requests, catalog: Catalog, config: TrainerConfig) -> None:
+    """Switch on the plugins that serve the Trainer arguments ``config`` sets, with the settings each plugin's
+    ``switches`` makes of the value (settings given in ``plugins=`` win); an asked argument no installed plugin
+    serves is a problem of ``req``, naming the distribution that would."""
+    claims: dict[str, tuple[PluginRecord, Callable[[Any], Mapping[str, Any] | None]]] = {}
+    for record in catalog.loaded():
+        assert record.plugin is not None
+        for argument, settings_of in record.plugin.switches.items():
+            if argument in claims:
+                raise PluginConflictError(
+                    f"{claims[argument][0].describe()} and {record.describe()} both serve the Trainer argument "
+                    f"'{argument}'; uninstall one, or block it with SURGE_DISABLE_PLUGINS"
+                )
+            claims[argument] = (record, settings_of)
+    for argument in sorted({*claims, *_SERVED_BY_PLUGINS}):
+        value = getattr(config, argument)
+        if argument not in claims:
+            if _asks(argument, value):
+                req.problems.append((f"trainer.{argument}", _unserved(argument, catalog)))
+            continue
+        record, settings_of = claims[argument]
+        settings = settings_of(value)
+        if settings is None:
+            continue
+        name = record.name
+        if name in req.off:
+            req.problems.append(
+                (f"trainer.{argument}", f"asks for the '{name}' plugin, which trainer.plugins switches off")
+            )
+            continue
+        req.on[name] = {**settings, **req.on.get(name, {})}  # settings given in plugins= win
+
+
+def _unserved(argument: str, catalog: Catalog) -> str:
+    distribution = _SERVED_BY_PLUGINS[argument]
+    held = [r for r in catalog.records.values() if r.distribution == distribution and r.plugin is None]
+    if held:
+        return f"no loaded plugin serves it: {held[0].describe()} is {held[0].status}: {held[0].reason}"
+    return f"no installed plugin serves it; `pip install {distribution}` adds one"
+
+
+# Which Trainer switch turns which role off.
+_SWITCHES = {
+    "enable_checkpointing": "checkpoint",
+    "enable_progress_bar": "progress",
+    "enable_model_summary": "model_summary",
+}
+
+
+@dataclass
+class Requests:
+    """What the Trainer's ``plugins=``, ``logger=`` and ``enable_*`` arguments ask for."""
+
+    on: dict[str, dict[str, Any]] = field(default_factory=dict)
+    off: set[str] = field(default_factory=set)
+    instances: list[tuple[str, object]] = field(default_factory=list)
+    """Objects passed in ``plugins=``/``callbacks=``/``logger=``, each with where it was written."""
+    roles_off: set[str] = field(default_factory=set)
+    loggers: set[str] | None = None
+    """Logger plugins chosen by name; ``None`` means the default loggers."""
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    """Malformed entries, reported by :func:`activate` together with unknown names and bad settings."""
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.on) | (self.loggers or set())
+
+
+def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
+    """Normalise ``plugins``, ``logger`` and the switches, reporting every malformed entry at once."""
+    req = Requests()
+    problems: list[tuple[str, str]] = []
+    plugins = config.plugins
+    if plugins is None:
+        pass
+    elif isinstance(plugins, Mapping):
+        _add_settings(req, plugins, "trainer.plugins", problems)
+    elif isinstance(plugins, (list, tuple)):
+        for i, item in enumerate(plugins):
+            if isinstance(item, str):
+                req.on[item] = {}
+            elif isinstance(item, Mapping):  # {name: settings} beside names and objects
+                _add_settings(req, item, f"trainer.plugins[{i}]", problems)
+            elif isinstance(item, (int, float, bool, bytes)) or item is None:
+                problems.append(
+                    (f"trainer.plugins[{i}]", f"got {item!r}: list entries are plugin names or plugin objects")
+                )
+            else:
+                _add_instance(req, item, f"trainer.plugins[{i}]", problems)
+    elif isinstance(plugins, str):
+        req.on[plugins] = {}
+    elif isinstance(plugins, (int, float, bytes)):
+        problems.append(("trainer.plugins", f"got {plugins!r}: pass a list of names or objects, or a dict"))
+    else:
+        _add_instance(req, plugins, "trainer.plugins", problems)
+
+    callbacks = config.callbacks
+    for i, item in enumerate(callbacks if isinstance(callbacks, (list, tuple)) else [callbacks] if callbacks else []):
+        if isinstance(item, (str, bytes, int, float, bool, Mapping)) or item is None:
+            problems.append(
+                (f"trainer.callbacks[{i}]", f"got {item!r}: callbacks are plugin objects; plugin names go in plugins=")
+            )
+        else:
+            _add_instance(req, item, f"trainer.callbacks[{i}]", problems)
+
+    logger = config.logger
+    if logger is False or logger is None:
+        req.roles_off.add("logger")
+    elif logger is True:
+        pass
+    else:
+        items = list(logger) if isinstance(logger, (list, tuple)) else [logger]
+        req.loggers = set()
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                req.loggers.add(item)
+            elif isinstance(item, (bool, int, float, Mapping)) or item is None:
+                problems.append((f"trainer.logger[{i}]", f"got {item!r}: use a logger plugin name or object"))
+            else:
+                _add_instance(req, item, f"trainer.logger[{i}]", problems)
+    for switch, role in _SWITCHES.items():
+        if not getattr(config, switch):
+            req.roles_off.add(role)
+    if fast_dev_run:
+        req.roles_off |= {"logger", "checkpoint"}
+    clash = sorted(req.names & req.off)
+    if clash:
+        problems.append(("trainer.plugins", f"{clash} both switched on and off"))
+    req.problems = problems
+    return req
+
+
+def _add_instance(req: Requests, obj: object, where: str, problems: list[tuple[str, str]]) -> None:
+    req.instances.append((where, obj))
+
+
+Adapter = Callable[[object, bool], object]
+"""What joins the bus for an object passed in (``False``) or built by a plugin (``True``): the object itself, or
+an adapter standing for it (whose ``__wrapped__`` is the object). Raises :class:`PluginError` for an object that
+would handle nothing. The engine supplies it (Lightning-style callbacks are the engine's to adapt)."""
+
+
+def _instance_tier(obj: object) -> Tier:
+    return Tier.OBSERVER if getattr(obj, "surge_kind", "participant") == "observer" else Tier.PARTICIPANT
+
+
+def instance_name(obj: object) -> str:
+    name = getattr(obj, "surge_name", None)
+    return name if isinstance(name, str) and name else type(obj).__name__
+
+
+def _add_settings(req: Requests, entries: Mapping[Any, Any], path: str, problems: list[tuple[str, str]]) -> None:
+    """``{name: True | False | settings}``: switch plugins on (with settings) or off."""
+    for name, value in entries.items():
+        where = f"{path}.{name}"
+        if not isinstance(name, str):
+            problems.append((where, "keys must be plugin names"))
+        elif value is False:
+            req.off.add(name)
+        elif value is True:
+            req.on[name] = {}
+        elif isinstance(value, Mapping):
+            req.on[name] = dict(value)
+        else:
+            problems.append((where, f"got {value!r}: use True, False or a dict of the plugin's settings"))
+
+
+def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber]:
+    """Build the participants and observers that are on, in a deterministic order."""
+    problems: list[tuple[str, str]] = list(req.problems)
+    for name in sorted(req.names | req.off):
+        record = catalog.records.get(name)
+        if name in (req.loggers or ()) and name not in req.on:
+            problems += logger_problems([name], catalog)
+        elif record is None:
+            problems.append((f"trainer.plugins.{name}", _unknown_plugin(name, catalog)))
+        elif record.plugin is None:
+            problems.append((f"trainer.plugins.{name}", f"{record.describe()} is {record.status}: {record.reason}"))
+        elif record.plugin.kind == "provider" and req.on.get(name) and record.plugin.config is None:
+            slots = ", ".join(f"{slot}=" for slot in record.plugin.provides)
+            problems.append(
+                (
+                    f"trainer.plugins.{name}",
+                    f"'{name}' is a provider that declares no settings; choose it with {slots}",
+                )
+            )
+    subscribers: list[Subscriber] = []
+    for record in catalog.loaded():
+        plugin = record.plugin
+        assert plugin is not None
+        if plugin.kind == "provider" or not _is_on(record, req):
+            continue
+        try:
+            obj = plugin.build(req.on.get(record.name))
+        except ValidationError as exc:
+            problems += format_validation_error(exc, f"trainer.plugins.{record.name}", model=plugin.config)
+            continue
+        except Exception as exc:
+            raise PluginError(f"{record.describe()} failed to build its subscriber: {exc}") from exc
+        try:
+            obj = adapt(obj, True)  # a plugin written as a Lightning callback
+        except PluginError as exc:
+            problems.append((f"trainer.plugins.{record.name}", f"{record.describe()}: {exc}"))
+            continue
+        tier = Tier.OBSERVER if plugin.kind == "observer" else Tier.PARTICIPANT
+        subscribers.append(Subscriber(record.name, obj, tier, record.distribution, record.version))
+        record.status = "active"
+    instances = []
+    for where, passed in req.instances:
+        try:
+            instances.append(adapt(passed, False))
+        except PluginError as exc:
+            problems.append((where, str(exc)))
+    if problems:
+        raise ConfigError(problems)
+    taken = {s.name for s in subscribers}
+    for obj in instances:
+        name = base = instance_name(obj)
+        count = 1
+        while hasattr(obj, "__wrapped__") and name in taken:  # Lightning takes several callbacks of one class
+            count += 1
+            name = f"{base}-{count}"
+        taken.add(name)
+        subscribers.append(Subscriber(name, obj, _instance_tier(obj)))
+    return subscribers
+
+
+def _is_on(record: PluginRecord, req: Requests) -> bool:
+    plugin = record.plugin
+    assert plugin is not None
+    if record.name in req.off:
+        return False
+    if plugin.role == "logger" and req.loggers is not None:
+        return record.name in req.loggers
+    if record.name in req.on:
+        return True
+    return plugin.default and plugin.role not in req.roles_off
+
+
+def logger_problems(names: Collection[str], catalog: Catalog) -> list[tuple[str, str]]:
+    """``logger=``'s names that are not installed logger plugins, under ``trainer.logger`` (where they were written)."""
+    loggers = sorted(r.name for r in catalog.loaded() if r.plugin and r.plugin.role == "logger")
+    problems = []
+    for name in names:
+        record = catalog.records.get(name)
+        if record is not None and record.plugin is None:
+            problem = f"{record.describe()} is {record.status}: {record.reason}"
+        elif record is not None and record.plugin is not None and record.plugin.role != "logger":
+            problem = f"'{name}' is a {record.plugin.kind}, not a logger (role='logger'); loggers: {', '.join(loggers)}"
+        elif record is None:
+            close = difflib.get_close_matches(name, loggers, n=1) or difflib.get_close_matches(
+                name, catalog.records, n=1
+            )
+            guess = f"did you mean '{close[0]}'? " if close else ""
+            problem = f"no installed logger is named '{name}'; {guess}loggers: {', '.join(loggers) or 'none'}."
+            problem += install_hint(name)
+        else:
+            continue
+        problems.append(("trainer.logger", problem))
+    return problems
+
+
+def _unknown_plugin(name: str, catalog: Catalog) -> str:
+    known = sorted(catalog.records)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"no installed plugin is named '{name}'; {hint}installed: {', '.join(known) or 'none'}.{install_hint(name)}"
+
+
+@dataclass
+class Providers:
+    accelerator: Accelerator
+    strategy: Strategy
+    precision: Precision
+    subscribers: list[Subscriber]
+    profiler: object | None = None
+    """The profiler chosen by ``profiler=`` (a bus subscriber like the others; see docs/plugins.md,
+    "Profilers"), or ``None``."""
+
+    def bus_timing(self, trace: bool) -> Timing | None:
+        """How the Trainer's buses time their handlers: ``SURGE_TRACE_PLUGINS`` (``trace``) and the profiler's
+        ``handler_timer`` when it has one; ``None`` (plain dispatchers) when neither asks."""
+        return timing(trace, getattr(self.profiler, "handler_timer", None))
+
+
+def resolve_providers(
+    catalog: Catalog, config: TrainerConfig, settings: Mapping[str, Mapping[str, Any]] | None = None
+) -> Providers:
+    """The accelerator, strategy, precision and profiler ``config`` chooses, built, each configured with its
+    plugin's settings (``settings``: plugin name -> what ``plugins=`` gave it; see :func:`configure`)."""
+    given = settings or {}
+    subscribers: list[Subscriber] = []
+    accelerators = catalog.providers("accelerator")
+    accelerator_arg = config.accelerator
+    if isinstance(accelerator_arg, Accelerator):
+        accelerator = accelerator_arg
+        subscribers.append(Subscriber("accelerator", accelerator, Tier.PROVIDER, api=api_names(accelerator)))
+    elif accelerator_arg == "auto":
+        available = [
+            (cls.auto_priority, name)
+            for name, (cls, _) in accelerators.items()
+            if isinstance(cls, type) and issubclass(cls, Accelerator) and cls.is_available()
+        ]
+        if not available:
+            raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices", catalog))
+        _, name = max(available)
+        accelerator, sub = _build("accelerator", name, accelerators, given)
+        subscribers.append(sub)
+    elif isinstance(accelerator_arg, str):
+        if accelerator_arg not in accelerators:
+            raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices", catalog))
+        cls = accelerators[accelerator_arg][0]
+        if isinstance(cls, type) and issubclass(cls, Accelerator) and not cls.is_available():
+            raise ProviderError(
+                f"trainer.accelerator: '{accelerator_arg}' is installed but not available on this machine "
+                f"(no {accelerator_arg} device found); use accelerator='auto' or 'cpu'"
+            )
+        accelerator, sub = _build("accelerator", accelerator_arg, accelerators, given)
+        subscribers.append(sub)
+    else:
+        raise ConfigError([("trainer.accelerator", f"got {accelerator_arg!r}: a name or an Accelerator instance")])
+    try:
+        indices = accelerator.parse_devices(config.devices)
+    except ValueError as exc:
+        raise ConfigError([("trainer.devices", str(exc))]) from None
+
+    strategies = catalog.providers("strategy")
+    strategy_arg = config.strategy
+    if isinstance(strategy_arg, Strategy):
+        strategy = strategy_arg
+        subscribers.append(Subscriber("strategy", strategy, Tier.PROVIDER, api=api_names(strategy)))
+    elif isinstance(strategy_arg, str):
+        name = strategy_arg
+        if name == "auto":
+            if (len(indices) > 1 or config.num_nodes > 1) and "ddp" not in strategies:
+                raise ProviderError(
+                    f"trainer.strategy: devices={config.devices!r} and num_nodes={config.num_nodes} need a "
+                    "distributed strategy; install one (`pip install surge-ddp`) and pass strategy='ddp'"
+                )
+            if len(indices) > 1 or config.num_nodes > 1:  # an argument to add, not a plugin to install
+                raise ConfigError(
+                    [
+                        (
+                            "trainer.strategy",
+                            f"devices={config.devices!r} and num_nodes={config.num_nodes} need a distributed "
+                            "strategy; pass strategy='ddp'",
+                        )
+                    ]
+                )
+            name = "single_device"
+        if name not in strategies:
+            raise ProviderError(_missing("strategy", name, strategies, "surge-devices or surge-ddp", catalog))
+        factory, record = strategies[name]
+        strategy = factory(accelerator, indices, config.num_nodes)
+        configure(strategy, record, given.get(record.name))
+        record.status = "active"
+        subscribers.append(
+            Subscriber(
+                f"{record.name}.strategy",
+                strategy,
+                Tier.PROVIDER,
+                record.distribution,
+                record.version,
+                api_names(strategy),
+            )
+        )
+    else:
+        raise ConfigError([("trainer.strategy", f"got {strategy_arg!r}: a name or a Strategy instance")])
+    if config.sync_batchnorm:
+        _sync_batchnorm(strategy)
+
+    precision_arg = config.precision
+    if isinstance(precision_arg, Precision):
+        precision = precision_arg
+        subscribers.append(Subscriber("precision", precision, Tier.PROVIDER, api=api_names(precision)))
+    else:
+        key = str(precision_arg)
+        builtin = {alias: Precision for alias in Precision.aliases}
+        precisions: dict[str, Any] = {n: (cls, None) for n, cls in builtin.items()}
+        for name, (cls, record) in catalog.providers("precision").items():
+            for alias in dict.fromkeys((name, *getattr(cls, "aliases", ()))):
+                taken = precisions.get(alias)
+                if taken is not None and taken[0] is not cls:
+                    owner = taken[1].describe() if taken[1] is not None else "the core's 32-true precision"
+                    raise PluginConflictError(
+                        f"trainer.precision: {owner} and {record.describe()} both claim the precision name "
+                        f"'{alias}'; uninstall one, or block it with SURGE_DISABLE_PLUGINS"
+                    )
+                precisions[alias] = (cls, record)
+        if key not in precisions:
+            meant = SYNONYMS["precision"].get(key, key)
+            package = "surge-precision" if meant in _STANDARD_PRECISIONS else ""
+            raise ProviderError(_missing("precision", key, precisions, package, catalog))
+        cls, record = precisions[key]
+        precision = cls()
+        if record is not None:
+            configure(precision, record, given.get(record.name))
+            record.status = "active"
+            subscribers.append(
+                Subscriber(
+                    f"{record.name}.precision",
+                    precision,
+                    Tier.PROVIDER,
+                    record.distribution,
+                    record.version,
+                    api_names(precision),
+                )
+            )
+    profiler = _resolve_profiler(catalog, config.profiler, subscribers)
+    return Providers(accelerator, strategy, precision, subscribers, profiler)
+
+
+def _sync_batchnorm(strategy: Strategy) -> None:
+    """``sync_batchnorm=True`` sets the strategy's own switch (surge-ddp's and surge-fsdp's convert the
+    BatchNorm layers when they wrap the model); a single process has nothing to synchronise."""
+    if hasattr(strategy, "sync_batchnorm"):
+        strategy.sync_batchnorm = True
+    elif strategy.world_size > 1:
+        raise ConfigError(
+            [
+                (
+                    "trainer.sync_batchnorm",
+                    f"strategy '{strategy.name or type(strategy).__name__}' runs {strategy.world_size} processes but "
+                    "has no sync_batchnorm switch to synchronise BatchNorm with; use strategy='ddp' or 'fsdp', or "
+                    "convert the layers yourself (torch.nn.SyncBatchNorm.convert_sync_batchnorm)",
+                )
+            ]
+        )
+
+
+def _resolve_profiler(catalog: Catalog, arg: Any, subscribers: list[Subscriber]) -> object | None:
+    """``profiler=``: None (no profiler: nothing is registered, the bus stays untimed), a provider's name,
+    or an object with ``@surge.hookimpl`` handlers (it joins as a provider-tier subscriber)."""
+    if arg is None:
+        return None
+    if isinstance(arg, str):
+        profilers = catalog.providers("profiler")
+        if arg not in profilers:
+            raise ProviderError(_missing("profiler", arg, profilers, "surge-profilers", catalog))
+        profiler, sub = _build("profiler", arg, profilers, {})
+        subscribers.append(sub)
+        return profiler
+    if isinstance(arg, (bool, int, float, bytes, Mapping, list, tuple)):
+        raise ConfigError(
+            [("trainer.profiler", f"got {arg!r}: pass a profiler's name ('simple', 'advanced', 'pytorch') or object")]
+        )
+    subscribers.append(Subscriber(instance_name(arg) if hasattr(arg, "surge_name") else "profiler", arg, Tier.PROVIDER))
+    return arg
+
+
+def _build(
+    slot: str, name: str, found: Mapping[str, tuple[Any, PluginRecord]], given: Mapping[str, Mapping[str, Any]]
+) -> tuple[Any, Subscriber]:
+    factory, record = found[name]
+    obj = factory()
+    configure(obj, record, given.get(record.name))
+    record.status = "active"
+    return obj, Subscriber(
+        f"{record.name}.{slot}", obj, Tier.PROVIDER, record.distribution, record.version, api_names(obj)
+    )
+
+
+def configure(obj: object, record: PluginRecord, settings: Mapping[str, Any] | None) -> None:
+    """Give a provider object its plugin's settings: when the plugin declares a settings model (``config=``),
+    the settings from ``plugins={name: {...}}`` (a run config's ``plugins:`` section, ``SURGE_TRAINER_PLUGINS``,
+    the command line's ``--plugins.<name>.<key>``), validated by that model, defaults included, go to the
+    object's ``configure(settings)`` (:class:`surge.events.protocols.Configurable`). A plugin without a model
+    takes none."""
+    plugin = record.plugin
+    assert plugin is not None
+    if plugin.config is None:
+        return
+    try:
+        model = plugin.config.model_validate(dict(settings or {}))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, f"trainer.plugins.{record.name}", model=plugin.config)) from None
+    method = getattr(obj, "configure", None)
+    if not callable(method):
+        raise PluginError(
+            f"{record.describe()} declares settings (config={plugin.config.__name__}) but its provider object "
+            f"{type(obj).__module__}.{type(obj).__qualname__} has no configure(settings) method to take them "
+            "(surge.events.protocols.Configurable)"
+        )
+    method(model)
+
+
+def _missing(slot: str, name: str, found: Collection[str], package: str, catalog: Catalog | None = None) -> str:
+    return f"trainer.{slot}: {unknown_provider(slot, name, found, package, catalog)}"
+
+
+def unknown_provider(
+    slot: str, name: str, found: Collection[str], package: str = "", catalog: Catalog | None = None
+) -> str:
+    """Why no loaded plugin provides ``name`` in ``slot``: the installed plugin declaring it and why it is not
+    loaded; else the valid names, a "did you mean", and the plugins not imported that might provide it."""
+    records = catalog.records if catalog else {}
+    declared = declared_providers() if records else {}
+    # "auto" picks among everything the slot's plugins provide
+    provides = (
+        (lambda pairs: any(s == slot for s, _ in pairs)) if name == "auto" else (lambda pairs: (slot, name) in pairs)
+    )
+    owners = [records[p] for p, pairs in declared.items() if provides(pairs) and p in records]
+    unloaded = [r for r in owners if r.plugin is None]  # one loaded that declares the name but lacks it: below
+    if unloaded:
+        return "; ".join(
+            f"no {slot} named '{name}' is loaded: {r.describe()} provides it but is {r.status}: {r.reason}"
+            + _how_to_load(r, r.name)
+            for r in unloaded
+        )
+    valid = sorted({*found, *(n for pairs in declared.values() for s, n in pairs if s == slot)})
+    close = _did_you_mean(slot, name, valid)
+    message = f"no {slot} named '{name}'.{f' Did you mean {close!r}?' if close else ''} "
+    message += f"Valid names: {', '.join(valid) or 'none available'}."
+    # Plugins not imported whose distributions do not declare their providers: any of them may provide it.
+    why_not: dict[str, list[str]] = {}
+    for record in records.values():
+        if record.plugin is None and record.name not in declared:
+            why_not.setdefault(f"{record.status}: {record.reason}", []).append(record.name)
+    for reason, names in why_not.items():
+        which = names[0] if len(names) == 1 else "<name>"
+        listed = ", ".join(names) if len(names) <= 5 else f"{len(names)} plugins (`surge plugins` lists them)"
+        message += f" Not loaded ({reason}), and may provide it: {listed}{_how_to_load(records[names[0]], which)}."
+    installed = {r.distribution for r in records.values()}
+    missing = [p for p in package.split(" or ") if p and p not in installed]
+    install = f"`pip install {' or '.join(missing)}`" if missing else "a plugin that provides it"
+    return f"{message} Plugins add others ({install}); `surge plugins` lists what is installed."
+
+
+def _did_you_mean(slot: str, name: str, valid: Collection[str]) -> str | None:
+    """The name ``name`` stands for: a synonym of the domain (``fp16`` -> ``16-mixed``), the same name in
+    lower case, else the closest spelling."""
+    if name in SYNONYMS.get(slot, {}):
+        return SYNONYMS[slot][name]
+    if name.lower() in valid:
+        return name.lower()
+    close = difflib.get_close_matches(name, valid, n=1)
+    return close[0] if close else None
+
+
+def _how_to_load(record: PluginRecord, name: str) -> str:
+    """The fix for a plugin that is not loaded, from its status and the reason discovery gave."""
+    reason = record.reason
+    if record.status == "failed":
+        return f"; fix or reinstall {record.distribution or 'its distribution'}"
+    if "SURGE_DISABLE_PLUGIN_AUTOLOAD" in reason:
+        return f"; request it with plugins=['{name}']"
+    if "SURGE_DISABLE_PLUGINS" in reason:
+        return "; take it out of SURGE_DISABLE_PLUGINS"
+    if "SURGE_PLUGINS" in reason:
+        return "; add it to SURGE_PLUGINS"
+    return ""  # a lab profile's rule: its reason names the profile
+
+
+PROVIDERS_GROUP = "surge.providers"
+"""The entry-point group in which a distribution declares the providers its plugins offer, so that choosing
+one by name (``accelerator="cpu"``) requests its plugin without importing any other: an entry point named
+``<slot>.<name>`` whose value is that plugin's ``surge.plugins`` entry point's value::
+
+    [project.entry-points."surge.providers"]
+    "accelerator.cpu" = "surge_devices:plugin"
+"""
+
+
+def declared_providers() -> dict[str, set[tuple[str, str]]]:
+    """Plugin name -> the ``(slot, name)`` providers its distribution declares in :data:`PROVIDERS_GROUP`,
+    for every plugin of a distribution that declares any (others are absent: what they provide is unknown
+    until imported). Reads metadata only."""
+    declared: dict[str, set[tuple[str, str]]] = {}
+    for ep in _plugins.source.entry_points():
+        entries = [e for e in getattr(getattr(ep, "dist", None), "entry_points", ()) if e.group == PROVIDERS_GROUP]
+        if not entries:
+            continue
+        pairs = declared[ep.name] = set()
+        for entry in entries:
+            slot, _, name = entry.name.partition(".")
+            if entry.value == ep.value and slot and name:
+                pairs.add((slot, name))
+    return declared
+
+
+def _chosen_providers(config: TrainerConfig) -> set[tuple[str, str | None]]:
+    """The providers ``config`` chooses by name, as ``(slot, name)``; ``None``: any of the slot (``"auto"``)."""
+    chosen: set[tuple[str, str | None]] = set()
+    if isinstance(config.accelerator, str):
+        chosen.add(("accelerator", None if config.accelerator == "auto" else config.accelerator))
+    if isinstance(config.strategy, str):
+        chosen.add(("strategy", "single_device" if config.strategy == "auto" else config.strategy))
+    if not isinstance(config.precision, Precision) and str(config.precision) not in Precision.aliases:
+        chosen.add(("precision", str(config.precision)))
+    if isinstance(config.profiler, str):
+        chosen.add(("profiler", config.profiler))
+    if config.auto_lr_find or config.auto_scale_batch_size:
+        chosen.add(("tuner", None))
+    return chosen
+
+
+def named_providers(config: TrainerConfig, settings: SurgeSettings) -> set[str]:
+    """Under ``SURGE_DISABLE_PLUGIN_AUTOLOAD=1``, the plugins to import because ``config`` chooses a provider
+    their distributions declare (``accelerator="auto"``: every declared accelerator): a provider chosen by
+    name is a request for its plugin. Empty otherwise (everything allowed is imported anyway)."""
+    if not settings.disable_plugin_autoload:
+        return set()
+    chosen = _chosen_providers(config)
+    return {
+        plugin
+        for plugin, pairs in declared_providers().items()
+        if any((slot, name) in chosen or (slot, None) in chosen for slot, name in pairs)
+    }
+
+
+def declared_events(catalog: Catalog) -> list[type[Event]]:
+    """The events the loaded plugins declare (``surge.Plugin(events=...)``), for the run's bus: those of plugins
+    that are not active too, since an instance of a plugin's class passed in ``plugins=[...]`` publishes them
+    (a ``ModelCheckpoint(...)`` with the checkpoint plugin off); two plugins declaring one name conflict."""
+    events: dict[str, tuple[type[Event], PluginRecord]] = {}
+    for record in catalog.loaded():
+        if record.plugin is None:
+            continue
+        for cls in record.plugin.events:
+            taken = events.get(cls.name)
+            if taken is not None and taken[0] is not cls:
+                raise PluginConflictError(
+                    f"{taken[1].describe()} and {record.describe()} both declare the event '{cls.name}'; uninstall "
+                    "one, or block it with SURGE_DISABLE_PLUGINS"
+                )
+            events[cls.name] = (cls, record)
+    return [cls for cls, _ in events.values()]

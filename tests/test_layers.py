@@ -1,0 +1,51 @@
+"""The core's layers (README, "Layout"; contracts in pyproject.toml's ``[tool.importlinter]``), checked with
+import-linter on every test run: a lower layer importing an upper one, type-only imports included, fails here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lint_imports(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    script = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run(
+        [sys.executable, "-c", script, str(config), "--no-cache"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_core_keeps_its_layers() -> None:
+    done = _lint_imports(ROOT / "pyproject.toml", ROOT / "core")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Contracts: 2 kept, 0 broken." in done.stdout
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
+    # the same contracts on a copy of the core with one upward, type-only import added: the check must fail
+    # and name it (so the test above cannot pass by checking nothing)
+    copy = tmp_path / "core"
+    copy.mkdir()
+    subprocess.run(["cp", "-r", str(ROOT / "core" / "surge"), str(copy)], check=True)
+    events = copy / "surge" / "events" / "__init__.py"
+    events.write_text(
+        events.read_text()
+        + textwrap.dedent(
+            """
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                from surge.engine.trainer import Trainer
+            """
+        )
+    )
+    done = _lint_imports(ROOT / "pyproject.toml", copy)
+    assert done.returncode != 0
+    assert "surge.events is not allowed to import surge.engine" in done.stdout
+    assert "surge.events -> surge.engine.trainer" in done.stdout
