@@ -95,9 +95,9 @@ def test_bad_cpu_devices_name_the_config_path(make_trainer, devices, message) ->
 
 @pytest.mark.parametrize("devices", [2, "2"])
 def test_several_cpu_devices_need_a_distributed_strategy(make_trainer, plugin_env, devices) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(surge.ConfigError) as info:  # surge-ddp is installed here: an argument to add
         make_trainer(accelerator="cpu", devices=devices)
-    assert "strategy='ddp'" in str(info.value)  # surge-ddp is installed here: the message says how to choose it
+    assert "strategy='ddp'" in str(info.value) and [p for p, _ in info.value.problems] == ["trainer.strategy"]
     plugin_env.hide_installed()
     with pytest.raises(ProviderError, match="pip install surge-ddp") as info:
         make_trainer(accelerator="cpu", devices=devices)  # without it: how to install it
