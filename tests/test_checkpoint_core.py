@@ -115,6 +115,47 @@ def test_damaged_or_unsafe_checkpoint_names_the_file(make_trainer, tmp_path, dam
     assert not checkpoint.is_valid(str(path)) or damage == "pickled_code"
 
 
+def _sharded_commit(make_trainer, path, **info):
+    """The commit file a sharding strategy leaves: the checkpoint without its sharded entries, plus ``sharded``."""
+    trainer = make_trainer(max_epochs=1, limit_train_batches=1, num_sanity_val_steps=0)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    trainer.save_checkpoint(str(path))
+    commit = checkpoint.load(str(path))
+    del commit["state_dict"], commit["optimizer_states"]
+    commit[checkpoint.SHARDED] = {"shards": f"{path.name}.shards-abc", "world_size": 4, **info}
+    checkpoint.save(commit, str(path))
+    return trainer
+
+
+def test_a_sharded_checkpoint_is_refused_with_the_hint_its_strategy_recorded(make_trainer, tmp_path):
+    """The core knows no sharding strategy by name: what to do comes from the file's ``sharded`` entry."""
+    path = tmp_path / "sharded.ckpt"
+    hint = "make one file of it with `acme-unshard {path} OUT.ckpt`"
+    trainer = _sharded_commit(make_trainer, path, strategy="acme-shard", restore_hint=hint)
+    with pytest.raises(checkpoint.CheckpointError) as info:
+        trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=str(path))
+    message = str(info.value)
+    assert f"checkpoint {path} is sharded: its weights are in sharded.ckpt.shards-abc" in message
+    assert "written by the strategy 'acme-shard' across 4 processes" in message
+    assert f"Restore it with strategy='acme-shard' on several processes, or make one file of it with `acme-unshard {path} OUT.ckpt`" in message  # fmt: skip
+    with pytest.raises(checkpoint.CheckpointError) as loaded:
+        TinyModule.load_from_checkpoint(str(path))
+    assert str(loaded.value) == message
+
+
+def test_a_sharded_checkpoint_without_a_hint_says_what_it_knows(make_trainer, tmp_path):
+    path = tmp_path / "sharded.ckpt"
+    trainer = _sharded_commit(make_trainer, path)
+    with pytest.raises(checkpoint.CheckpointError, match="sharded") as info:
+        trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=str(path))
+    assert str(info.value) == (
+        f"checkpoint {path} is sharded: its weights are in sharded.ckpt.shards-abc, written by a sharding strategy "
+        "across 4 processes. Restore it with the strategy that wrote it on several processes"
+    )
+    assert checkpoint.sharded_message(str(path), {"state_dict": {}, checkpoint.SHARDED: {}}) is None  # a full file
+    assert checkpoint.sharded_message(str(path), {"state_dict": {}}) is None
+
+
 def test_two_stateful_plugins_with_one_state_key_are_refused(make_trainer):
     with pytest.raises(surge.SurgeError, match="share the state key 'counter'"):
         make_trainer(plugins=[Counter("counter"), _Renamed(Counter("counter"))])

@@ -22,6 +22,7 @@ PUBLIC_MODULES = {
     "surge.events.run",
     "surge.plugins",
     "surge.plugins.backends",
+    "surge.plugins.distributed",
     "surge.settings",
     "surge.testing",
 }

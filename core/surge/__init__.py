@@ -13,6 +13,7 @@ from surge.errors import ConfigError, PluginError, SurgeError
 from surge.events.hooks import hookimpl
 from surge.plugins import Plugin
 from surge.plugins.backends import Accelerator, Precision, Strategy
+from surge.plugins.distributed import ProcessGroupStrategy
 from surge.seed import seed_everything
 
 __version__ = "0.1.0"
@@ -25,6 +26,7 @@ __all__ = [
     "Plugin",
     "PluginError",
     "Precision",
+    "ProcessGroupStrategy",
     "Strategy",
     "SurgeError",
     "Trainer",

@@ -89,8 +89,9 @@ class TrainerConfig(BaseModel):
     """``torch.autograd.set_detect_anomaly(True)`` while ``fit`` runs: a backward that produces NaN raises,
     naming the operation whose forward made it (slow: for debugging)."""
     sync_batchnorm: bool = False
-    """Convert the model's BatchNorm layers to ``SyncBatchNorm`` under a distributed strategy (``ddp``,
-    ``fsdp``), whose batch statistics then span every process; no effect on a single process."""
+    """Convert the model's BatchNorm layers to ``SyncBatchNorm`` under a distributed strategy (any
+    :class:`surge.ProcessGroupStrategy`, ``ddp`` for one), whose batch statistics then span every process; no
+    effect on a single process."""
     barebones: bool = False
     """Measure the loop's own overhead, as Lightning's: no logger, checkpointing, progress bar, model summary,
     sanity check, and ``self.log`` does nothing. Asking for one of those too is an error."""

@@ -10,7 +10,9 @@ imports torch. What a plugin's tests need (docs/plugins.md, "Testing"):
   loads, and declares the expected kind;
 * :class:`PluginEnv` makes a :class:`surge.Plugin` discoverable without installing it (or hides the
   installed ones) until it is restored;
-* :func:`quiet_trainer_args` gives the Trainer arguments of a run that prints and writes nothing of its own.
+* :func:`quiet_trainer_args` gives the Trainer arguments of a run that prints and writes nothing of its own;
+* :func:`launch` runs a program as a real multi-process job (``torch.distributed.run``, 2 workers by default)
+  in a :func:`clean_env`, for the tests of a distributed strategy.
 
 In a session that opted in, Surge's log records are on (see :func:`pytest_configure`). Fixtures:
 
@@ -23,6 +25,7 @@ In a session that opted in, Surge's log records are on (see :func:`pytest_config
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import subprocess
@@ -31,8 +34,9 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,6 +50,7 @@ from surge import plugins as _plugins
 from surge.events import EVENTS, Event
 
 __all__ = [
+    "LAUNCHER_VARS",
     "ChildLines",
     "EventRecorder",
     "PluginEnv",
@@ -53,6 +58,8 @@ __all__ = [
     "TinyModule",
     "TinyDataModule",
     "assert_discovered",
+    "clean_env",
+    "launch",
     "quiet_trainer_args",
     "run_tiny_fit",
 ]
@@ -420,6 +427,35 @@ def assert_discovered(name: str, distribution: str | None = None, kind: str | No
     if kind is not None and record.plugin.kind != kind:
         raise AssertionError(f"{record.describe()} is a {record.plugin.kind}, not a {kind}")
     return record.plugin
+
+
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID")
+"""What a launcher sets: a test's child must not inherit them from a test runner started under one."""
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without launcher and SLURM variables, one thread per process, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and not k.startswith("SLURM_")}
+    env["OMP_NUM_THREADS"] = "1"
+    env.update(extra)
+    return env
+
+
+def launch(
+    program: str | Path,
+    args: Sequence[str],
+    *,
+    nproc: int = 2,
+    torchrun: bool = True,
+    launcher_args: Sequence[str] = ("--standalone",),
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``program`` with ``args`` under ``python -m torch.distributed.run`` (``nproc`` workers), or plainly
+    (``torchrun=False``), and return the finished process with its output captured."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", *launcher_args, f"--nproc-per-node={nproc}"]
+    command = [*(launcher if torchrun else [sys.executable]), str(program), *args]
+    return subprocess.run(command, env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def _normalize(distribution: str) -> str:

@@ -36,6 +36,17 @@ and, inside an open gradient-accumulation window, ``accumulated_grads``. Plugins
 ``before_checkpoint_save``. ``hparams`` holds ``module.hparams`` converted to plain types (paths and dates as
 strings, enums as their values, dataclasses as dicts, numpy values as numbers and lists) by
 :func:`surge._plain.plain_hparams`, which refuses, naming it, a value with no plain form.
+
+Sharded checkpoints
+-------------------
+A strategy whose processes each hold part of the state (``Strategy.save_checkpoint`` runs on every process)
+may write its parts into directories ``URL.shards-<id>`` beside ``URL`` (:data:`SHARDS_INFIX`,
+:func:`shard_dirs`; :func:`remove` deletes them with the checkpoint) and commit ``URL`` last, without the
+entries it sharded and with a :data:`SHARDED` entry describing them: ``shards`` (the directory's name),
+``world_size`` (how many processes wrote it), ``strategy`` (the name of the strategy that reads it back),
+``restore_hint`` (optional: how to use it without that strategy, ``{path}`` standing for the checkpoint's
+path), and whatever else the strategy needs. Restoring it with another strategy, or
+``Module.load_from_checkpoint``, fails with :func:`sharded_message`, which repeats the hint.
 """
 
 from __future__ import annotations
@@ -76,7 +87,9 @@ __all__ = [
     "newest_valid",
     "remove",
     "save",
+    "SHARDED",
     "shard_dirs",
+    "sharded_message",
     "snapshot",
     "sweep",
     "verify",
@@ -84,7 +97,9 @@ __all__ = [
 
 FORMAT_VERSION = 2
 SHARDS_INFIX = ".shards-"
-"""A sharded checkpoint ``PATH`` keeps its shards in directories ``PATH.shards-<id>`` (see surge-fsdp)."""
+"""A sharded checkpoint ``PATH`` keeps its shards in directories ``PATH.shards-<id>``."""
+SHARDED = "sharded"
+"""The commit-file entry of a sharded checkpoint (module docstring, "Sharded checkpoints")."""
 MARKER_SUFFIX = ".sha256"
 ALIASES = ("last", "best")
 """``ckpt_path`` values that active plugins resolve (see :func:`_resolve`)."""
@@ -238,7 +253,7 @@ def remove(url: str) -> None:
             fs.rm_file(target)
         except FileNotFoundError:
             pass
-    for shards in shard_dirs(fs, path):  # a sharded checkpoint's data (fsdp)
+    for shards in shard_dirs(fs, path):  # a sharded checkpoint's data
         with contextlib.suppress(FileNotFoundError):
             fs.rm(shards, recursive=True)
 
@@ -252,6 +267,24 @@ def shard_dirs(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:
     except FileNotFoundError:
         return []
     return [entry for entry in siblings if entry.rstrip("/").startswith(prefix)]
+
+
+def sharded_message(url: str, checkpoint: Mapping[str, Any]) -> str | None:
+    """Why the checkpoint ``checkpoint`` read from ``url`` holds no weights of its own, when it is the commit file
+    of a sharded checkpoint: where its shards are, which strategy wrote them, and the ``restore_hint`` that
+    strategy recorded. ``None`` for any other checkpoint."""
+    info = checkpoint.get(SHARDED)
+    if not isinstance(info, Mapping) or "state_dict" in checkpoint:
+        return None
+    strategy, processes = info.get("strategy"), info.get("world_size", "several")
+    writer = f"the strategy '{strategy}'" if strategy else "a sharding strategy"
+    how = f"strategy='{strategy}'" if strategy else "the strategy that wrote it"
+    hint = info.get("restore_hint")
+    return (
+        f"checkpoint {url} is sharded: its weights are in {info.get('shards')}, written by {writer} across "
+        f"{processes} processes. Restore it with {how} on several processes"
+        + (f", or {str(hint).replace('{path}', url)}" if hint else "")
+    )
 
 
 def sweep(directory_url: str) -> list[str]:
@@ -520,7 +553,7 @@ def experiment_diff(saved: Mapping[str, Any], current: Mapping[str, Any], *, con
 
 def _class_names(obj: Any) -> list[str]:
     """``module:qualname`` of the object's class and its bases, torch's left out: a class a strategy derived
-    from the user's in place (FSDP's ``fully_shard`` makes ``FSDP<Name>``, defined in torch) is not named."""
+    from the user's in place (torch's ``fully_shard`` makes one named after the user's, defined in torch) is not named."""
     names = [f"{cls.__module__}:{cls.__qualname__}" for cls in type(obj).__mro__]
     names = [name for name in names if not name.startswith(("torch.", "torch:", "builtins:"))]
     return names or [f"{type(obj).__module__}:{type(obj).__qualname__}"]

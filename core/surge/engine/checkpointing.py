@@ -16,7 +16,15 @@ from loguru import logger
 
 from surge import events as ev
 from surge._plain import plain_hparams
-from surge.checkpoint import ALIASES, FORMAT_VERSION, _first_line, experiment_diff, experiment_identity, snapshot
+from surge.checkpoint import (
+    ALIASES,
+    FORMAT_VERSION,
+    _first_line,
+    experiment_diff,
+    experiment_identity,
+    sharded_message,
+    snapshot,
+)
 from surge.engine import _resume
 from surge.errors import CheckpointError, SurgeError
 from surge.events.bus import Subscriber, Tier
@@ -117,13 +125,9 @@ def restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
         if "lightning" not in checkpoint:  # a Lightning checkpoint records no plugin set
             _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
         _warn_experiment_diff(trainer, url, checkpoint.get("experiment"))
-        if "sharded" in checkpoint and "state_dict" not in checkpoint:
-            info = checkpoint["sharded"]
-            raise CheckpointError(
-                f"checkpoint {url} is sharded (its weights are in {info.get('shards')}, written by a sharding strategy "
-                f"across {info.get('world_size')} processes); restore it with that strategy (strategy='fsdp'), or "
-                f"make one file of it with `python -m surge_fsdp.consolidate {url} OUT.ckpt`"
-            )
+        sharded = sharded_message(url, checkpoint)
+        if sharded is not None:
+            raise CheckpointError(sharded)
         if "state_dict" not in checkpoint:
             raise CheckpointError(f"checkpoint {url} is not a Surge checkpoint (it has no 'state_dict' entry)")
         if trainer.state.stage == "fit" and "loops" not in checkpoint:

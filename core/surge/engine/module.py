@@ -407,7 +407,7 @@ class Module(nn.Module):
     ) -> Any:
         """A new module built from the checkpoint's saved hyper-parameters (overridden by ``kwargs``) with the
         checkpoint's weights (:func:`surge.checkpoint.load`: a local path or fsspec URL, read with
-        ``weights_only`` unless ``trusted``). A sharded checkpoint must be consolidated first.
+        ``weights_only`` unless ``trusted``). A sharded checkpoint is refused with the hint its strategy recorded.
 
         As in Lightning, the module's ``on_load_checkpoint(checkpoint)`` runs before the weights are loaded,
         with the checkpoint dict (it may change it); a hook that takes ``event`` needs a running Trainer and
@@ -416,7 +416,10 @@ class Module(nn.Module):
 
         saved = _checkpoint.load(checkpoint_path, trusted=trusted)
         if "state_dict" not in saved:
-            raise _checkpoint.CheckpointError(f"checkpoint {checkpoint_path} holds no 'state_dict' (sharded?)")
+            sharded = _checkpoint.sharded_message(checkpoint_path, saved)
+            raise _checkpoint.CheckpointError(
+                sharded or f"checkpoint {checkpoint_path} is not a Surge checkpoint (it has no 'state_dict' entry)"
+            )
         model = cls(**{**_init_arguments(cls, saved), **kwargs})
         hook = getattr(model, "on_load_checkpoint", None)
         if callable(hook):

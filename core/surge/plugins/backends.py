@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from surge.errors import SurgeError
+
 __all__ = ["Accelerator", "Strategy", "Precision", "move_to_device"]
 
 
@@ -116,14 +118,15 @@ class Precision:
 class Strategy:
     """How the model, data and collectives are laid over devices and processes.
 
-    The base class is a single process on one device; distributed strategies override the collectives.
+    The base class is a single process on one device; distributed strategies override the collectives
+    (:class:`surge.ProcessGroupStrategy` implements them on ``torch.distributed``).
     """
 
     name: ClassVar[str] = ""
     inference_mode_ok: ClassVar[bool] = True
     """Whether evaluation may run under ``torch.inference_mode`` (``Trainer(inference_mode=True)``); a strategy
-    whose evaluation creates tensors that training reuses later (FSDP's gathered parameters, XLA's graphs) says
-    False, and evaluation then runs under ``torch.no_grad``."""
+    whose evaluation creates tensors that training reuses later (a sharding strategy's gathered parameters,
+    XLA's graphs) says False, and evaluation then runs under ``torch.no_grad``."""
 
     def __init__(self, accelerator: Accelerator, device_indices: Sequence[int], num_nodes: int = 1) -> None:
         self.accelerator = accelerator
@@ -190,6 +193,17 @@ class Strategy:
         overlap other work (the loop's step-boundary agreement). The base class reduces at once."""
         result = self.reduce(tensor, op)
         return lambda: result
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Every process's ``tensor`` stacked along a new first dimension in rank order, shape
+        ``(world_size, *tensor.shape)``; the base class has one process. :class:`surge.ProcessGroupStrategy`
+        gathers over its process group."""
+        if self.world_size > 1:
+            raise SurgeError(
+                f"strategy '{self.name or type(self).__qualname__}' runs {self.world_size} processes but does not "
+                "implement all_gather; override Strategy.all_gather, or subclass surge.ProcessGroupStrategy"
+            )
+        return tensor.detach().unsqueeze(0)
 
     def barrier(self, name: str | None = None) -> None:
         pass

@@ -481,8 +481,8 @@ def resolve_providers(
 
 
 def _sync_batchnorm(strategy: Strategy) -> None:
-    """``sync_batchnorm=True`` sets the strategy's own switch (surge-ddp's and surge-fsdp's convert the
-    BatchNorm layers when they wrap the model); a single process has nothing to synchronise."""
+    """``sync_batchnorm=True`` sets the strategy's own switch (a :class:`ProcessGroupStrategy` converts the
+    BatchNorm layers in ``setup_module``); a single process has nothing to synchronise."""
     if hasattr(strategy, "sync_batchnorm"):
         strategy.sync_batchnorm = True
     elif strategy.world_size > 1:
@@ -491,7 +491,8 @@ def _sync_batchnorm(strategy: Strategy) -> None:
                 (
                     "trainer.sync_batchnorm",
                     f"strategy '{strategy.name or type(strategy).__name__}' runs {strategy.world_size} processes but "
-                    "has no sync_batchnorm switch to synchronise BatchNorm with; use strategy='ddp' or 'fsdp', or "
+                    "has no sync_batchnorm switch to synchronise BatchNorm with; use a strategy built on "
+                    "surge.ProcessGroupStrategy (strategy='ddp', for one), or "
                     "convert the layers yourself (torch.nn.SyncBatchNorm.convert_sync_batchnorm)",
                 )
             ]

@@ -82,9 +82,9 @@ if __name__ == "__main__":
     # Leave without interpreter finalization, as surge-ddp's test programs do: gloo can abort a process that
     # tears down with finished asynchronous work still referenced (a torch issue; see surge-ddp's _program.py).
     import torch.distributed as dist
-    from surge_ddp import _destroy_group
+    from surge.plugins.distributed import leave_process_group
 
-    _destroy_group() if dist.is_initialized() else None
+    leave_process_group() if dist.is_initialized() else None
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

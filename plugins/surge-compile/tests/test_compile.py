@@ -15,8 +15,7 @@ import surge_compile
 import torch
 import torch._dynamo
 from loguru import logger
-from surge.testing import EventRecorder, TinyDataModule, TinyModule, assert_discovered
-from surge_ddp.testing import launch
+from surge.testing import EventRecorder, TinyDataModule, TinyModule, assert_discovered, launch
 from torch import nn
 
 QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)

@@ -222,9 +222,9 @@ if __name__ == "__main__":
     # process (SIGABRT, "terminate called without an active exception") after all the work is done, in about
     # one run in ten here, for the hand-written reference loop as much as for Surge. A torch issue.
     import torch.distributed as _dist
-    from surge_ddp import _destroy_group
+    from surge.plugins.distributed import leave_process_group
 
-    _destroy_group() if _dist.is_initialized() else None
+    leave_process_group() if _dist.is_initialized() else None
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.testing import TinyDataModule, TinyModule
+from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, launch
 from surge_ddp import DDPStrategy, detect, first_host
-from surge_ddp.testing import LAUNCHER_VARS, launch
 
 PROGRAM = Path(__file__).with_name("_program.py")
 

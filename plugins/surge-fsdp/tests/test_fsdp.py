@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.testing import TinyDataModule, TinyModule
-from surge_ddp.testing import LAUNCHER_VARS, clean_env, launch
+from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, clean_env, launch
 from surge_fsdp import FSDPStrategy, consolidate
 from torch import nn
 

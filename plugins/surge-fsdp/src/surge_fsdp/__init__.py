@@ -2,9 +2,9 @@
 
 Each process holds a shard of every parameter, gradient and optimizer state; a module's parameters are
 gathered for its forward and backward and freed afterwards. The launcher, process group, samplers and
-collectives are those of the ``ddp`` strategy (``surge-ddp``): under ``torchrun`` or SLURM each process joins
-the group its launcher describes, and a plain ``python script.py`` relaunches itself through
-``torch.distributed.run``.
+collectives are those of the core's :class:`surge.ProcessGroupStrategy` (the base the ``ddp`` strategy stands on
+too): under ``torchrun`` or SLURM each process joins the group its launcher describes, and a plain
+``python script.py`` relaunches itself through ``torch.distributed.run``.
 
 Checkpoints are **sharded** by default: every process writes its shards of the weights, optimizer states and
 accumulated gradients through ``torch.distributed.checkpoint`` into ``<path>.shards-<id>/``, and global rank
@@ -28,30 +28,21 @@ from typing import Any, ClassVar, Literal
 import fsspec
 import surge
 import torch
-import torch.distributed as dist
 from loguru import logger
 from surge.checkpoint import shard_dirs
-from surge_ddp import DDPStrategy
 from torch import nn
 
 __all__ = ["FSDPStrategy", "consolidate", "plugin"]
 
 SHARDED_KEYS = ("state_dict", "optimizer_states", "accumulated_grads")
 """The checkpoint entries written as shards; the rest goes into the commit file."""
+RESTORE_HINT = "make one weights-only file of it with `python -m surge_fsdp.consolidate {path} OUT.ckpt`"
+"""Recorded in every sharded checkpoint: what an error about reading it without this strategy suggests."""
 
 _FORWARD_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
 
 
-def _env(name: str) -> str | None:
-    value = os.environ.get(f"SURGE_FSDP_{name}")
-    return value.strip() if value is not None and value.strip() else None
-
-
-def _flag(value: str | None, default: bool) -> bool:
-    return default if value is None else value.lower() in ("1", "true", "yes", "on")
-
-
-class FSDPStrategy(DDPStrategy):
+class FSDPStrategy(surge.ProcessGroupStrategy):
     """Fully sharded data parallel (FSDP2), one process per device.
 
     Settings (keywords, or ``SURGE_FSDP_<NAME>`` environment variables for the by-name ``strategy="fsdp"``):
@@ -63,7 +54,8 @@ class FSDPStrategy(DDPStrategy):
       more all-gather in the backward).
     * ``cpu_offload`` (default False): keep the shards and their gradients in host memory.
     * ``state_dict_type``: ``"sharded"`` (default) or ``"full"``, see the module docstring.
-    * ``timeout``, ``process_group_backend``: as for ``ddp``.
+    * ``timeout``, ``process_group_backend``, ``sync_batchnorm``: those of :class:`surge.ProcessGroupStrategy`
+      (``SURGE_FSDP_TIMEOUT``, ``SURGE_FSDP_BACKEND``, ``SURGE_FSDP_SYNC_BATCHNORM``).
 
     With one process nothing is sharded and the model trains as on a single device.
     """
@@ -84,17 +76,20 @@ class FSDPStrategy(DDPStrategy):
         state_dict_type: Literal["sharded", "full"] | None = None,
         timeout: float | datetime.timedelta | None = None,
         process_group_backend: str | None = None,
+        sync_batchnorm: bool | None = None,
     ) -> None:
-        if wrap is None and _env("WRAP"):
-            wrap = [name.strip() for name in _env("WRAP").split(",") if name.strip()]  # type: ignore[union-attr]
+        # settings are checked before the base class starts anything (it may relaunch the program)
+        names = self.env_setting("WRAP")
+        if wrap is None and names:
+            wrap = [name.strip() for name in names.split(",") if name.strip()]
         self.wrap = tuple(wrap or ())
-        number = _env("MIN_NUM_PARAMS")
+        number = self.env_setting("MIN_NUM_PARAMS")
         self.min_num_params = min_num_params if min_num_params is not None else (int(number) if number else None)
         self.reshard_after_forward = (
-            _flag(_env("RESHARD_AFTER_FORWARD"), True) if reshard_after_forward is None else reshard_after_forward
+            self.env_flag("RESHARD_AFTER_FORWARD", True) if reshard_after_forward is None else reshard_after_forward
         )
-        self.cpu_offload = _flag(_env("CPU_OFFLOAD"), False) if cpu_offload is None else cpu_offload
-        kind = state_dict_type or _env("STATE_DICT_TYPE") or "sharded"
+        self.cpu_offload = self.env_flag("CPU_OFFLOAD", False) if cpu_offload is None else cpu_offload
+        kind = state_dict_type or self.env_setting("STATE_DICT_TYPE") or "sharded"
         if kind not in ("sharded", "full"):
             raise surge.ConfigError(
                 [("trainer.strategy.state_dict_type", f"got {kind!r}: use 'sharded' (default) or 'full'")]
@@ -109,7 +104,12 @@ class FSDPStrategy(DDPStrategy):
         if self.min_num_params is not None and self.min_num_params < 1:
             raise surge.ConfigError([("trainer.strategy.min_num_params", "must be a positive number of parameters")])
         super().__init__(
-            accelerator, device_indices, num_nodes, timeout=timeout, process_group_backend=process_group_backend
+            accelerator,
+            device_indices,
+            num_nodes,
+            timeout=timeout,
+            process_group_backend=process_group_backend,
+            sync_batchnorm=sync_batchnorm,
         )
         self._units: list[nn.Module] = []
         self._loaded_full = True  # whether the checkpoint being restored holds full (unsharded) states
@@ -125,11 +125,9 @@ class FSDPStrategy(DDPStrategy):
             register_fsdp_forward_method,
         )
 
-        module = module.to(self.root_device)
+        module = super().setup_module(module)  # on its device, BatchNorm synchronised if asked (before sharding)
         if self.world_size == 1 or isinstance(module, FSDPModule):
             return module
-        if self.sync_batchnorm:  # before sharding, as DDP converts before wrapping
-            module = nn.SyncBatchNorm.convert_sync_batchnorm(module)
         mesh = init_device_mesh(self.root_device.type, (self.world_size,))
         options: dict[str, Any] = {
             "mesh": mesh,
@@ -177,24 +175,20 @@ class FSDPStrategy(DDPStrategy):
         return contextlib.nullcontext()
 
     # -- checkpoints ----------------------------------------------------------------------------------
-    @property
-    def _sharding(self) -> bool:
-        return self.world_size > 1 and dist.is_initialized()
-
     def _options(self, full: bool) -> Any:
         from torch.distributed.checkpoint.state_dict import StateDictOptions
 
         return StateDictOptions(full_state_dict=full, cpu_offload=full)
 
     def module_state_dict(self, module: nn.Module) -> dict[str, Any]:
-        if not self._sharding:
+        if not self.distributed:
             return module.state_dict()
         from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
         return get_model_state_dict(module, options=self._options(self.state_dict_type == "full"))
 
     def load_module_state_dict(self, module: nn.Module, state: Mapping[str, Any]) -> None:
-        if not self._sharding:
+        if not self.distributed:
             module.load_state_dict(state)
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
@@ -203,7 +197,7 @@ class FSDPStrategy(DDPStrategy):
         set_model_state_dict(module, dict(state), options=StateDictOptions(full_state_dict=full))
 
     def optimizer_state_dict(self, module: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        if not self._sharding:
+        if not self.distributed:
             return optimizer.state_dict()
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
@@ -212,7 +206,7 @@ class FSDPStrategy(DDPStrategy):
     def load_optimizer_state_dict(
         self, module: nn.Module, optimizer: torch.optim.Optimizer, state: Mapping[str, Any]
     ) -> None:
-        if not self._sharding:
+        if not self.distributed:
             optimizer.load_state_dict(dict(state))
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
@@ -223,7 +217,7 @@ class FSDPStrategy(DDPStrategy):
         set_optimizer_state_dict(module, optimizer, dict(state), options=StateDictOptions(full_state_dict=full))
 
     def save_checkpoint(self, checkpoint: dict[str, Any], url: str) -> None:
-        if not self._sharding or self.state_dict_type == "full":
+        if not self.distributed or self.state_dict_type == "full":
             super().save_checkpoint(checkpoint, url)
             return
         import torch.distributed.checkpoint as dcp
@@ -235,10 +229,12 @@ class FSDPStrategy(DDPStrategy):
             parts["optimizer_states"] = {str(i): s for i, s in enumerate(parts["optimizer_states"])}
         dcp.save(parts, storage_writer=_writer(shards))
         commit = {key: value for key, value in checkpoint.items() if key not in SHARDED_KEYS}
-        commit["sharded"] = {
+        commit[surge.checkpoint.SHARDED] = {  # the core's description of a sharded checkpoint, and ours
             "shards": posixpath.basename(shards.rstrip("/")),
-            "keys": list(parts),
             "world_size": self.world_size,
+            "strategy": self.name,
+            "restore_hint": RESTORE_HINT,
+            "keys": list(parts),
             "optimizers": len(checkpoint.get("optimizer_states", [])),
             "grads": sorted(checkpoint.get("accumulated_grads", {})),
         }
@@ -256,12 +252,13 @@ class FSDPStrategy(DDPStrategy):
         trusted: bool = False,
     ) -> dict[str, Any]:
         checkpoint = surge.checkpoint.load(url, trusted=trusted)
-        info = checkpoint.pop("sharded", None)
+        message = surge.checkpoint.sharded_message(url, checkpoint)
+        info = checkpoint.pop(surge.checkpoint.SHARDED, None)
         self._loaded_full = info is None
         if info is None:
             return checkpoint  # one full file
-        if not self._sharding:
-            raise surge.checkpoint.CheckpointError(_sharded_message(url, info))
+        if message is not None and not self.distributed:  # one process cannot read shards: the core's message
+            raise surge.checkpoint.CheckpointError(message)
         if info["world_size"] != self.world_size:
             logger.info("fsdp: resharding {} from {} to {} processes", url, info["world_size"], self.world_size)
         import torch.distributed.checkpoint as dcp
@@ -321,21 +318,13 @@ def _remove_shards(url: str, keep: str | None = None) -> None:
                 fs.rm(candidate, recursive=True)
 
 
-def _sharded_message(url: str, info: Mapping[str, Any]) -> str:
-    return (
-        f"checkpoint {url} is sharded: its weights are in {info['shards']}, written by the fsdp strategy across "
-        f"{info['world_size']} processes. Resume it with strategy='fsdp' and several processes, or turn it into "
-        f"one file with `python -m surge_fsdp.consolidate {url} OUT.ckpt`"
-    )
-
-
 def consolidate(url: str, out: str) -> str:
     """Write the weights of the sharded checkpoint ``url`` into one ordinary, weights-only Surge checkpoint
     ``out`` (no process group needed; the whole model must fit in this process's memory)."""
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     checkpoint = surge.checkpoint.load(url)
-    info = checkpoint.pop("sharded", None)
+    info = checkpoint.pop(surge.checkpoint.SHARDED, None)
     if info is None:
         raise surge.checkpoint.CheckpointError(f"checkpoint {url} is not sharded; use it as it is")
     import tempfile
