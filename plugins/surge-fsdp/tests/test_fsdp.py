@@ -4,6 +4,9 @@ sharded and full checkpoints resumed exactly."""
 
 from __future__ import annotations
 
+import ast
+import re
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,18 @@ def test_bad_settings_are_refused_before_anything_starts(no_launcher: None, monk
     assert strategy.async_checkpoint_save and not strategy.inference_mode_ok
 
 
+def test_fsdp_stands_on_the_core_base_beside_ddp() -> None:
+    """The launcher, process group and collectives come from ``surge.ProcessGroupStrategy``: surge-fsdp neither
+    subclasses, imports nor depends on surge-ddp."""
+    assert FSDPStrategy.__mro__[1] is surge.ProcessGroupStrategy
+    assert not [need for need in metadata.requires("surge-fsdp") or [] if need.startswith("surge-ddp")]
+    for source in (Path(__file__).parents[1] / "src").rglob("*.py"):
+        tree = ast.parse(source.read_text())
+        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [name for name in imported if name.startswith("surge_ddp")], source
+
+
 def test_one_process_trains_unsharded(tmp_path: Path, no_launcher: None) -> None:
     trainer = surge.Trainer(
         strategy="fsdp", devices=1, accelerator="cpu", max_epochs=1, default_root_dir=str(tmp_path), logger=False
@@ -133,7 +148,11 @@ def test_sharded_checkpoint_resumes_exactly(tmp_path: Path, uninterrupted: list[
     shards = sorted(p.name for p in last.parent.glob("*.shards-*"))
     assert [name.split(".shards-")[0] for name in shards] == ["epoch=0-step=5.ckpt", "last.ckpt"]
     assert {p.name for p in (last.parent / shards[1]).iterdir()} == {".metadata", "__0_0.distcp", "__1_0.distcp"}
-    with pytest.raises(surge.checkpoint.CheckpointError, match="surge_fsdp.consolidate"):
+    info = surge.checkpoint.load(str(last))[surge.checkpoint.SHARDED]  # what the core's error message reads
+    assert (info["shards"], info["world_size"], info["strategy"]) == (shards[1], 2, "fsdp")
+    assert info["restore_hint"] == "make one weights-only file of it with `python -m surge_fsdp.consolidate {path} OUT.ckpt`"  # fmt: skip
+    hint = f"make one weights-only file of it with `python -m surge_fsdp.consolidate {last} OUT.ckpt`"
+    with pytest.raises(surge.checkpoint.CheckpointError, match=re.escape(hint)):
         trainer = surge.Trainer(
             accelerator="cpu", logger=False, enable_checkpointing=False, max_epochs=1, default_root_dir=str(tmp_path)
         )
