@@ -151,12 +151,20 @@ class Trainer:
         self._trace = providers.bus_timing(settings.trace_plugins)  # untimed (None) unless traced or profiled
         self._known_names = set(self.catalog.records) | {"module"}
         self._events = declared_events(self.catalog)  # the active plugins' own events, on every bus of this Trainer
-        self._bus = Bus(  # checks order constraints now
-            self._plugin_subscribers, self._known_names, self._trace, events=self._events
-        )
-        checkpointing.check_state_keys(self._plugin_subscribers)
-
         self.state = TrainerState()
+        # The one bus of this Trainer: plugins checked and every event's order resolved now, the Module's place
+        # included; each run binds its Module (see _run).
+        self._bus = self._own_bus = Bus(
+            self._plugin_subscribers,
+            self._known_names,
+            self._trace,
+            self._handler_failed,
+            self._events,
+            module_slot=True,
+        )
+        if self._bus.init_start:
+            self._bus.init_start(ev.InitStart(self))
+        checkpointing.check_state_keys(self._plugin_subscribers)
         self._metrics = MetricStore(move_to_cpu=self.config.move_metrics_to_cpu)
         self._metrics.reduce_across = lambda t, op: self.strategy.reduce(t, op)
         self._metrics.writer = self._write_metrics
@@ -189,8 +197,6 @@ class Trainer:
         self._checkpoint_requests: list[tuple[Callable[[Trainer], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.engine.loops)
-        if self._bus.init_start:
-            self._bus.init_start(ev.InitStart(self))
         if self._bus.init_end:
             self._bus.init_end(ev.InitEnd(self))
 
@@ -595,13 +601,18 @@ class Trainer:
         self._validation_rng = None
         self.module, self.datamodule = model, datamodule
         model._surge_trainer = self
-        bus = self._bus = Bus(
-            [*self._plugin_subscribers, *compiling, Subscriber("module", ModuleHooks(model), Tier.MODULE)],
-            self._known_names,
-            self._trace,
-            self._handler_failed,
-            self._events,
-        )
+        self._bus = self._own_bus
+        if compiling:  # only this run adds the compile plugin: a bus of its own, ordered with it
+            self._bus = Bus(
+                [*self._plugin_subscribers, *compiling],
+                self._known_names,
+                self._trace,
+                self._handler_failed,
+                self._events,
+                module_slot=True,
+            )
+        bus = self._bus
+        bus.bind(ModuleHooks(model))
         state = self.state
         state.stage, state.status = stage, "running"
         state.should_stop, state.stop_reason, state.interrupted = False, None, False
