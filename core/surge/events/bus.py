@@ -383,6 +383,11 @@ class Bus:
         if dispatch is not None:
             dispatch(event)
 
+    def dispatcher(self, event: type[Event]) -> _Dispatch | None:
+        """The dispatcher of ``event`` (a payload class), ``None`` when nobody listens: for loops that build the
+        payload only when someone reads it, as they do with the core events' attributes."""
+        return self._dispatchers[event.name]
+
     def ask(self, query: Query) -> tuple[Any, Subscriber | None]:
         """The first answer to ``query`` that is not ``None``, in bus order, with the subscriber that gave it;
         ``(None, None)`` when none answers."""
