@@ -171,7 +171,8 @@ def load_jsonargparse(path: str, overrides: list[str]) -> Any:
         _PARSER = _jsonargparse_parser()
     with contextlib.redirect_stderr(io.StringIO()):
         config = _PARSER.parse_args(["--config", path, *overrides])
-    return _PARSER.instantiate_classes(config).model
+    instantiate = getattr(_PARSER, "instantiate", None) or _PARSER.instantiate_classes  # renamed in 4.49
+    return instantiate(config).model
 
 
 LOADERS: dict[str, Callable[[str, list[str]], Any]] = {"ours": load_ours, "jsonargparse": load_jsonargparse}
