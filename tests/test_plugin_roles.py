@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import surge
@@ -66,7 +66,9 @@ def acme_bar(plugin_env: PluginEnv) -> None:
 
 
 def _fit(**kwargs: Any) -> surge.Trainer:
-    trainer = surge.Trainer(**quiet_trainer_args(enable_progress_bar=True, max_epochs=1, limit_train_batches=2, **kwargs))
+    trainer = surge.Trainer(
+        **quiet_trainer_args(enable_progress_bar=True, max_epochs=1, limit_train_batches=2, **kwargs)
+    )
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
     return trainer
 
@@ -220,7 +222,11 @@ def test_the_checkpoint_plugin_saves_and_removes_through_the_checkpoint_io(tmp_p
     recording = RecordingIO()
     args = quiet_trainer_args(default_root_dir=str(tmp_path), enable_checkpointing=True, checkpoint_io=recording)
     _steps(surge.Trainer(**args, max_epochs=2, limit_train_batches=2))  # save_top_k=1: the newest replaces the older
-    assert recording.calls == [("save", "epoch=0-step=2.ckpt"), ("save", "epoch=1-step=4.ckpt"), ("remove", "epoch=0-step=2.ckpt")]
+    assert recording.calls == [
+        ("save", "epoch=0-step=2.ckpt"),
+        ("save", "epoch=1-step=4.ckpt"),
+        ("remove", "epoch=0-step=2.ckpt"),
+    ]
 
 
 def test_without_a_checkpoint_io_the_strategy_writes_crash_safe_files() -> None:
@@ -236,10 +242,15 @@ class HalfIO:
 
 
 def test_a_checkpoint_io_missing_members_is_refused_naming_them() -> None:
-    with pytest.raises(surge.ConfigError, match=r"trainer.checkpoint_io: .*HalfIO is no checkpoint IO: it lacks "
-                       r"load_checkpoint\(path, \*, trusted=False\), remove_checkpoint\(path\)"):
+    with pytest.raises(
+        surge.ConfigError,
+        match=r"trainer.checkpoint_io: .*HalfIO is no checkpoint IO: it lacks "
+        r"load_checkpoint\(path, \*, trusted=False\), remove_checkpoint\(path\)",
+    ):
         surge.Trainer(**quiet_trainer_args(checkpoint_io=HalfIO()))
-    with pytest.raises(surge.PluginError, match=r"checkpoint_io 'half': HalfIO lacks load_checkpoint.*remove_checkpoint"):
+    with pytest.raises(
+        surge.PluginError, match=r"checkpoint_io 'half': HalfIO lacks load_checkpoint.*remove_checkpoint"
+    ):
         surge.Plugin(name="half-io", kind="provider", provides={"checkpoint_io": {"half": HalfIO}})
 
 
@@ -249,8 +260,11 @@ def test_two_checkpoint_ios_are_refused() -> None:
 
 
 def test_logger_is_no_provider_slot() -> None:
-    with pytest.raises(surge.PluginError, match=r"'logger' is not a provider slot: a logger is an observer plugin with "
-                       r"role='logger'"):
+    with pytest.raises(
+        surge.PluginError,
+        match=r"'logger' is not a provider slot: a logger is an observer plugin with "
+        r"role='logger'",
+    ):
         surge.Plugin(name="acme-log", kind="provider", provides={"logger": {"acme": AcmeBar}})
 
 
@@ -260,7 +274,7 @@ def test_logger_is_no_provider_slot() -> None:
 class AcmeTuner:
     """An out-of-tree tuner: what Trainer.tune hands it, and what it returns."""
 
-    calls: list[dict[str, Any]] = []
+    calls: ClassVar[list[dict[str, Any]]] = []
 
     def tune(
         self,
@@ -310,7 +324,7 @@ def test_a_tuner_without_tune_is_refused_naming_the_member() -> None:
 class AcmeCompiler:
     """An out-of-tree compiler: adopts the wrapper, compiles nothing."""
 
-    built: list[AcmeCompiler] = []
+    built: ClassVar[list[AcmeCompiler]] = []
 
     def __init__(self) -> None:
         self.adopted: list[Any] = []

@@ -117,12 +117,12 @@ class Plugin:
             problems.append(f"a {self.kind} needs a `factory` that builds its hook-implementing object")
         if self.role is not None and self.role not in ROLES:
             problems.append(f"role {self.role!r} must be one of {list(ROLES)}")
-        protocol = ROLE_PROTOCOLS.get(self.role or "")
-        if protocol is not None and isinstance(self.factory, type):
-            if missing := missing_members(self.factory, protocol):
+        role_protocol = ROLE_PROTOCOLS.get(self.role or "")
+        if role_protocol is not None and isinstance(self.factory, type):
+            if missing := missing_members(self.factory, role_protocol):
                 problems.append(
                     f"role {self.role!r}: {self.factory.__qualname__} lacks {', '.join(missing)} "
-                    f"(surge.events.protocols.{protocol.__name__})"
+                    f"(surge.events.protocols.{role_protocol.__name__})"
                 )
         from surge.config import TrainerConfig
 

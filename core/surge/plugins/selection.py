@@ -549,8 +549,13 @@ def _resolve_checkpoint_io(
     chosen += passed
     if len(chosen) > 1:
         raise ConfigError(
-            [(where, "a second checkpoint IO; a run writes through one: keep one of " + ", ".join(w for w, _ in chosen))
-             for where, _ in chosen[1:]]
+            [
+                (
+                    where,
+                    "a second checkpoint IO; a run writes through one: keep one of " + ", ".join(w for w, _ in chosen),
+                )
+                for where, _ in chosen[1:]
+            ]
         )
     if not chosen:
         return None
@@ -571,7 +576,12 @@ def _resolve_checkpoint_io(
     missing = missing_members(obj, CheckpointIO)
     if missing:
         raise ConfigError(
-            [(where, f"{what} is no checkpoint IO: it lacks {', '.join(missing)} (surge.events.protocols.CheckpointIO)")]
+            [
+                (
+                    where,
+                    f"{what} is no checkpoint IO: it lacks {', '.join(missing)} (surge.events.protocols.CheckpointIO)",
+                )
+            ]
         )
     return obj  # type: ignore[return-value]
 
@@ -608,7 +618,11 @@ def resolve_tuner(catalog: Catalog, given: Mapping[str, Mapping[str, Any]], requ
 
 def _no_tuner(catalog: Catalog) -> str:
     declared = declared_providers()
-    owners = [catalog.records[p] for p, pairs in declared.items() if p in catalog.records and any(s == "tuner" for s, _ in pairs)]
+    owners = [
+        catalog.records[p]
+        for p, pairs in declared.items()
+        if p in catalog.records and any(s == "tuner" for s, _ in pairs)
+    ]
     if owners:
         return "; ".join(
             f"{r.describe()} provides one but is {r.status}: {r.reason}{_how_to_load(r, r.name)}" for r in owners
