@@ -80,12 +80,11 @@ def test_tiers_then_tryfirst_trylast_then_registration(hidden: Any, make_trainer
         subscriber("plain2"),
     ]
     trainer = make_trainer(plugins=plugins, precision=TracedPrecision(trylast=True), **SHORT)
-    before_fit = ["precision", "early", "plain", "plain2", "late", "obs_plugin", "obs", "obs_last"]
-    assert trainer.event_order("train_batch_end") == before_fit  # the Module joins when a run starts
+    expected = ["precision", "early", "plain", "plain2", "late", "module", "obs_plugin", "obs", "obs_last"]
+    assert trainer.event_order("train_batch_end") == expected  # the Module's place is known before any run
 
     _fit(trainer, ModuleWithHook())
-    expected = ["precision", "early", "plain", "plain2", "late", "module", "obs_plugin", "obs", "obs_last"]
-    assert trainer.event_order("train_batch_end") == expected
+    assert trainer.event_order("train_batch_end") == expected  # the same after
     assert CALLS == expected  # what event_order says is what happens
 
 
@@ -116,7 +115,7 @@ def test_before_and_after_reorder_across_tiers(hidden: Any, make_trainer: Any) -
 def test_constraint_on_an_installed_but_inactive_plugin_is_ignored(hidden: Any, make_trainer: Any) -> None:
     hidden.add(surge.Plugin(name="sleepy", kind="participant", factory=lambda: subscriber("sleepy")))
     trainer = make_trainer(plugins=[subscriber("a", before="sleepy")], **SHORT)
-    assert trainer.event_order("train_batch_end") == ["a"]
+    assert trainer.event_order("train_batch_end") == ["a", "module"]
 
 
 def test_constraint_may_name_a_provider_plugin(hidden: Any, make_trainer: Any) -> None:
@@ -131,7 +130,7 @@ def test_constraint_may_name_a_provider_plugin(hidden: Any, make_trainer: Any) -
 
     hidden.add(surge.Plugin(name="hookedacc", kind="provider", provides={"accelerator": {"hooked_cpu": HookedCPU}}))
     trainer = make_trainer(plugins=[subscriber("a", before="hookedacc")], accelerator="hooked_cpu", **SHORT)
-    assert trainer.event_order("train_batch_end") == ["a", "hookedacc.accelerator"]
+    assert trainer.event_order("train_batch_end") == ["a", "hookedacc.accelerator", "module"]
     _fit(trainer)
     assert CALLS == ["a", "hooked_cpu"]
 
@@ -140,7 +139,7 @@ def test_constraint_on_a_plugin_not_installed_is_a_preference(hidden: Any, make_
     # "run after wandb if it is there": without wandb installed the handler still runs, in its usual place.
     plugins = [subscriber("b", after=["wandb", "a"]), subscriber("a", before="tensorboard")]
     trainer = make_trainer(plugins=plugins, **SHORT)
-    assert trainer.event_order("train_batch_end") == ["a", "b"]  # the installed name still orders
+    assert trainer.event_order("train_batch_end") == ["a", "b", "module"]  # the installed name still orders
     _fit(trainer)
     assert CALLS == ["a", "b"]
 
@@ -158,7 +157,7 @@ def test_required_constraint_on_a_plugin_not_installed_fails_at_construction(hid
 def test_required_constraint_on_an_installed_plugin_orders_like_a_plain_one(hidden: Any, make_trainer: Any) -> None:
     hidden.add(surge.Plugin(name="sleepy", kind="participant", factory=lambda: subscriber("sleepy")))
     trainer = make_trainer(plugins=[subscriber("b", after="a!", before="sleepy!"), subscriber("a")])
-    assert trainer.event_order("train_batch_end") == ["a", "b"]  # sleepy is installed, not active: ignored
+    assert trainer.event_order("train_batch_end") == ["a", "b", "module"]  # sleepy is installed, not active
 
 
 def test_misspelt_preference_is_ignored_with_one_warning(hidden: Any, make_trainer: Any) -> None:
@@ -197,18 +196,34 @@ def test_cycle_fails_at_construction_naming_the_plugins(hidden: Any, make_traine
     assert "['a', 'b', 'c']" in message
 
 
-def test_cycle_through_the_module_fails_when_the_run_starts(hidden: Any, make_trainer: Any) -> None:
+def test_cycle_through_the_module_fails_at_construction(hidden: Any, make_trainer: Any) -> None:
     plugins = [subscriber("a", before="module"), subscriber("b", after="module", before="a")]
-    trainer = make_trainer(plugins=plugins)
-    assert trainer.event_order("train_batch_end") == ["b", "a"]  # without the Module there is no cycle yet
+    # The Module's place is part of the order from the start: no Module needs to be bound to find the cycle.
     with pytest.raises(PluginOrderError, match=r"cycle among plugins \['a', 'b', 'module'\]"):
-        _fit(trainer, ModuleWithHook())
+        make_trainer(plugins=plugins)
+
+
+@pytest.mark.parametrize("installed", [False, True], ids=["hidden", "installed-defaults"])
+def test_event_order_is_the_same_before_and_after_a_run(make_trainer: Any, plugin_env: Any, installed: bool) -> None:
+    """One bus per Trainer: every event's order (the Module's place included) is resolved at construction,
+    and binding a Module with hooks, or none, at each run changes which handlers are called, not the order."""
+    if not installed:
+        plugin_env.hide_installed()
+    plugins = [subscriber("a", before="module"), subscriber("obs", kind="observer", after="a")]
+    trainer = make_trainer(plugins=plugins, **SHORT)
+    before = {name: trainer.event_order(name) for name in ev.EVENTS}
+    assert all("module" in order for order in before.values())
+    _fit(trainer, ModuleWithHook())
+    assert {name: trainer.event_order(name) for name in ev.EVENTS} == before
+    assert CALLS == ["a", "module", "obs"]
+    trainer.validate(TinyModule(), datamodule=TinyDataModule())  # another Module, without the hook
+    assert {name: trainer.event_order(name) for name in ev.EVENTS} == before
 
 
 def test_event_order_of_an_event_nobody_handles(hidden: Any, make_trainer: Any) -> None:
     trainer = make_trainer(plugins=[subscriber("a")])
-    assert trainer.event_order("before_backward") == []
-    assert trainer.event_order("train_batch_end") == ["a"]
+    assert trainer.event_order("before_backward") == ["module"]  # only the Module's place
+    assert trainer.event_order("train_batch_end") == ["a", "module"]
 
 
 # -- no subscriber, no cost --------------------------------------------------------------------------------
@@ -334,7 +349,7 @@ def test_plugin_error_fires_exception_once_and_reraises_the_original(hidden: Any
         limit_train_batches=4,
         limit_val_batches=0,
     )
-    assert trainer.event_order("exception") == ["bad_handler", "participant_rec", "observer_rec"]
+    assert trainer.event_order("exception") == ["bad_handler", "participant_rec", "module", "observer_rec"]
 
     with pytest.raises(ValueError) as info:
         trainer.fit(model, datamodule=data)

@@ -97,7 +97,10 @@ def test_plugins_table(runs: dict) -> None:
     assert "blocked (blocked by SURGE_DISABLE_PLUGINS)" in by_name["tp-beta"]
     assert f"failed (RuntimeError: {dists.BROKEN_MESSAGE})" in by_name["tp-broken"]
     assert "accelerator: cpu, cuda, gpu, mps; strategy: single_device" in by_name["devices"]
-    loaded_from = dict(line.split() for line in out.split("\n\nloaded from:\n")[1].splitlines())
+    loaded = out.split("\n\nloaded from:\n")[1].split("\n\n")[0]  # then the commands of distributions
+    loaded_from = dict(line.split() for line in loaded.splitlines())
+    assert "\n\ncommands of distributions (entry-point group 'surge.commands'):\n" in out
+    assert any(line.split()[:4] == ["surge", "plot", "surge-csv", "0.1.0"] for line in out.splitlines())
     assert loaded_from["tp-alpha"].endswith("/site/main/tp_alpha.py")  # where each plugin was imported from
     assert "tp-beta" not in loaded_from and "tp-broken" not in loaded_from  # blocked, failed: not imported
 

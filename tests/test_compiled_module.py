@@ -37,7 +37,7 @@ class StandIn:
 @pytest.fixture
 def stand_in(plugin_env: PluginEnv) -> type[StandIn]:
     plugin_env.hide_installed()
-    plugin_env.add(surge.Plugin(name="compile", kind="participant", factory=StandIn, default=False))
+    plugin_env.add(surge.Plugin(name="compile", kind="participant", factory=StandIn, default=False, role="compiler"))
     StandIn.built.clear()
     return StandIn
 

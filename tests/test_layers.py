@@ -49,3 +49,19 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "surge.events is not allowed to import surge.engine" in done.stdout
     assert "surge.events -> surge.engine.trainer" in done.stdout
+
+
+def test_every_core_event_is_built_by_its_class_in_the_engine() -> None:
+    """Each core event's payload class is named where the engine fires it (no name assembled from strings),
+    so reading or grepping the loops finds every event, and mypy checks every payload."""
+    import ast
+
+    from surge.events import EVENTS
+
+    named: set[str] = set()
+    for path in (ROOT / "core" / "surge" / "engine").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ev":
+                named.add(node.attr)
+    missing = sorted(name for name, cls in EVENTS.items() if cls.__name__ not in named)
+    assert not missing, f"events the engine fires without naming their class: {missing}"

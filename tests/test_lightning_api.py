@@ -73,7 +73,9 @@ def test_gpu_is_cuda_with_lightnings_devices(monkeypatch: pytest.MonkeyPatch) ->
     assert parse("0,2") == [0, 2] and parse([3, 1]) == [3, 1]
     with pytest.raises(ValueError, match=r"asks for cuda device\(s\) \[4\], but 4 are available"):
         parse([4])
-    with pytest.raises(ConfigError, match=r"devices=2 and num_nodes=1 need a distributed strategy; pass strategy=.ddp."):
+    with pytest.raises(
+        ConfigError, match=r"devices=2 and num_nodes=1 need a distributed strategy; pass strategy=.ddp."
+    ):
         surge.Trainer(accelerator="gpu", devices=2, **QUIET)
 
 

@@ -19,6 +19,7 @@ PUBLIC_MODULES = {
     "surge.config",
     "surge.errors",
     "surge.events",
+    "surge.events.protocols",
     "surge.events.run",
     "surge.plugins",
     "surge.plugins.backends",

@@ -13,6 +13,7 @@ from surge.errors import ConfigError, PluginError, SurgeError
 from surge.events.hooks import hookimpl
 from surge.plugins import Plugin
 from surge.plugins.backends import Accelerator, Precision, Strategy
+from surge.plugins.commands import Command
 from surge.plugins.distributed import ProcessGroupStrategy
 from surge.seed import seed_everything
 
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Accelerator",
+    "Command",
     "ConfigError",
     "DataModule",
     "Module",

@@ -42,6 +42,9 @@ class TrainerConfig(BaseModel):
     """Lightning's name for plugin objects: ``callbacks=[EarlyStopping(...)]`` is ``plugins=[EarlyStopping(...)]``."""
     profiler: Any = None
     """A profiler provider's name (``"simple"``, ``"advanced"``, ``"pytorch"`` from surge-profilers) or object."""
+    checkpoint_io: Any = None
+    """How checkpoint files are written, read and removed: a ``checkpoint_io`` provider's name or an object
+    (``surge.events.protocols.CheckpointIO``); ``None``: the strategy's own (``surge.checkpoint.FileCheckpointIO``)."""
     # loop length
     max_epochs: int | None = Field(None, ge=-1)
     min_epochs: int | None = Field(None, ge=0)

@@ -78,6 +78,7 @@ __all__ = [
     "MARKER_SUFFIX",
     "CheckpointError",
     "CheckpointSaveError",
+    "FileCheckpointIO",
     "experiment_diff",
     "experiment_identity",
     "from_lightning",
@@ -256,6 +257,28 @@ def remove(url: str) -> None:
     for shards in shard_dirs(fs, path):  # a sharded checkpoint's data
         with contextlib.suppress(FileNotFoundError):
             fs.rm(shards, recursive=True)
+
+
+class FileCheckpointIO:
+    """The default ``checkpoint_io`` (:class:`surge.events.protocols.CheckpointIO`): this module's format, written
+    crash-safely by :func:`save`, read by :func:`load`, deleted by :func:`remove`, at any local path or fsspec URL."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            raise TypeError(
+                f"FileCheckpointIO.save_checkpoint(storage_options={storage_options!r}): it takes none; fsspec "
+                "reads a filesystem's options from its configuration, or give a checkpoint_io of your own"
+            )
+        save(checkpoint, path)
+
+    def load_checkpoint(self, path: str, *, trusted: bool = False) -> dict[str, Any]:
+        return load(path, trusted=trusted)
+
+    def remove_checkpoint(self, path: str) -> None:
+        remove(path)
+
+    def __repr__(self) -> str:
+        return "FileCheckpointIO()"
 
 
 def shard_dirs(fs: fsspec.AbstractFileSystem, path: str) -> list[str]:

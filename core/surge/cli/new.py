@@ -2,7 +2,9 @@
 
 The template is ``plugin_template/`` of the Surge repository, shipped inside the package as
 ``surge/_plugin_template`` (a link in the source tree, real files in the wheel). copier is optional:
-``pip install 'surge[template]'``. A project rendered from a git repository of the template (``--template``)
+``pip install 'surge[template]'``. The command is not in the core's command list: the core contributes it
+through the ``surge.commands`` entry-point group (:data:`command`), which lists it as unavailable, saying what
+to install, while copier is missing. A project rendered from a git repository of the template (``--template``)
 records the template's version and takes later template changes with ``copier update``; one rendered
 from the copy shipped with surge records no version, since that copy is not under version control.
 """
@@ -19,8 +21,9 @@ from typing import Any
 import surge
 from surge.errors import SurgeError
 from surge.plugins import ENTRY_POINT_GROUP
+from surge.plugins.commands import Command
 
-__all__ = ["TEMPLATE", "register", "render", "surge_requirement"]
+__all__ = ["TEMPLATE", "command", "render", "surge_requirement"]
 
 TEMPLATE = Path(__file__).parent.parent / "_plugin_template"
 """The copier template shipped with this surge (``copier.yml`` at its root, the files in ``template/``)."""
@@ -29,12 +32,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")  # surge.Plugin's rule for names
 _DISTRIBUTION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
-def register(commands: Any) -> None:
-    new = commands.add_parser(
-        "new-plugin",
-        help="create a plugin distribution from the template (needs copier)",
-        description="Render Surge's plugin template into a new, tested plugin distribution.",
-    )
+def _arguments(new: argparse.ArgumentParser) -> None:
     new.add_argument("name", help="the plugin's name, as users write it in plugins=[...]: lower-case, digits, '-', '_'")
     new.add_argument("--dest", metavar="DIR", help="directory to create (default: ./<distribution>)")
     new.add_argument(
@@ -56,7 +54,6 @@ def register(commands: Any) -> None:
         "from a git repository of the template to take its later changes with `copier update`",
     )
     new.add_argument("--vcs-ref", metavar="REF", help="tag or commit of a git --template (default: its latest tag)")
-    new.set_defaults(run=_new_plugin)
 
 
 def surge_requirement(version: str) -> str:
@@ -200,3 +197,14 @@ def _new_plugin(args: argparse.Namespace) -> int:
             "of the template> for that (docs/plugins.md, 'Template updates')"
         )
     return 0
+
+
+command = Command(
+    name="new-plugin",
+    help="create a plugin distribution from the template",
+    description="Render Surge's plugin template into a new, tested plugin distribution.",
+    register=_arguments,
+    run=_new_plugin,
+    requires={"copier": "surge[template]"},
+)
+"""``surge new-plugin``, the core's entry point in the ``surge.commands`` group."""

@@ -225,7 +225,25 @@ def collect() -> dict[str, Any]:
         "lab_passed_over": passed_over,
         "plugins": rows,
         "trainer_error": problem,
+        "commands": _commands(),
     }
+
+
+def _commands() -> list[dict[str, Any]]:
+    """The commands installed distributions add (entry-point group ``surge.commands``), with their status."""
+    from surge.cli import plugin_commands
+
+    return [
+        {
+            "name": r.name,
+            "distribution": r.distribution,
+            "version": r.version,
+            "status": r.status,
+            "reason": r.reason,
+            "help": r.command.help if r.command is not None else "",
+        }
+        for r in plugin_commands().values()
+    ]
 
 
 def _declared_hooks(factory: Any) -> list[str]:
@@ -273,6 +291,12 @@ def list_plugins(args: argparse.Namespace) -> int:
         if loaded:
             width = max(len(name) for name, _ in loaded)
             print("\nloaded from:\n" + "\n".join(f"  {name.ljust(width)}  {origin}" for name, origin in loaded))
+    if data["commands"]:
+        print("\ncommands of distributions (entry-point group 'surge.commands'):")
+        width = max(len(c["name"]) for c in data["commands"])
+        for c in data["commands"]:
+            state = c["status"] + (f" ({c['reason']})" if c["reason"] else "")
+            print(f"  surge {c['name'].ljust(width)}  {c['distribution'] or '?'} {c['version'] or '?'}  {state}")
     if data["trainer_error"]:
         print(f"\nnote: a default Trainer cannot be built here, so nothing is active:\n{data['trainer_error']}")
     return 0

@@ -30,6 +30,7 @@ import inspect
 import os
 import random
 import textwrap
+import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,17 +69,18 @@ class ClassSpec:
     init_args: dict[str, Any]
 
     def build(self) -> Any:
-        return self.cls(**self.init_args)
+        return self.cls(**{k: v.build() if isinstance(v, ClassSpec) else v for k, v in self.init_args.items()})
 
     def resolved(self) -> dict[str, Any]:
         """``class_path`` and every ``init_args`` value, defaults of the signature filled in where plain."""
         args: dict[str, Any] = {}
         for name, param in _parameters(self.cls).items():
             if name in self.init_args:
-                args[name] = self.init_args[name]
+                value = self.init_args[name]
+                args[name] = value.resolved() if isinstance(value, ClassSpec) else value
             elif param.default is not inspect.Parameter.empty and _plain(param.default):
                 args[name] = param.default
-        args.update(self.init_args)  # **kwargs entries
+        args.update({k: v for k, v in self.init_args.items() if k not in args})  # **kwargs entries
         return {"class_path": self.class_path, "init_args": args}
 
 
@@ -653,8 +655,9 @@ def _class_section(
             f"{section}.class_path", f"{class_path} is not a {f'subclass of surge.{base}' if base else 'class'}"
         )
         return None
-    if _check_arguments(cls, init_args, f"{section}.init_args", problems):
-        return ClassSpec(class_path, cls, dict(init_args))
+    nested: dict[str, ClassSpec] = {}
+    if _check_arguments(cls, init_args, f"{section}.init_args", problems, nested):
+        return ClassSpec(class_path, cls, {**init_args, **nested})
     return None
 
 
@@ -700,8 +703,16 @@ def _parameters(target: Any) -> dict[str, inspect.Parameter]:
         return {}
 
 
-def _check_arguments(target: Any, arguments: Mapping[Any, Any], path: str, problems: _Problems) -> bool:
-    """Check ``arguments`` against ``target``'s signature (names, required ones, annotated types)."""
+def _check_arguments(
+    target: Any,
+    arguments: Mapping[Any, Any],
+    path: str,
+    problems: _Problems,
+    nested: dict[str, ClassSpec] | None = None,
+) -> bool:
+    """Check ``arguments`` against ``target``'s signature (names, required ones, annotated types). With
+    ``nested``, an argument annotated with a class whose value is ``{class_path: ..., init_args: ...}`` is
+    resolved (checked the same way, recursively) into ``nested[name]``, built with the object around it."""
     before = len(problems.items)
     try:
         signature = inspect.signature(target)
@@ -731,9 +742,34 @@ def _check_arguments(target: Any, arguments: Mapping[Any, Any], path: str, probl
             problems.add(path, str(exc))
     hints = _hints(target)
     for key, value in arguments.items():
-        if key in hints and key in named:
+        if nested is not None and key in named and _names_a_class(hints.get(key), value):
+            spec = _class_section(f"{path}.{key}", value, None, problems, required=True)
+            if spec is not None and not _fits(hints[key], spec.cls):
+                problems.add(f"{path}.{key}.class_path", f"{spec.class_path} is not a {_type_name(hints[key])}")
+            elif spec is not None:
+                nested[str(key)] = spec
+        elif key in hints and key in named:
             _check_type(hints[key], value, f"{path}.{key}", problems)
     return len(problems.items) == before
+
+
+def _classes(hint: Any) -> list[type]:
+    """The classes a type hint admits (``nn.Module | None`` -> ``[nn.Module]``); builtins and containers aside."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return [t for t in options if isinstance(t, type) and t.__module__ != "builtins" and t is not type(None)]
+
+
+def _names_a_class(hint: Any, value: Any) -> bool:
+    """A ``{class_path: ...}`` mapping given for an argument annotated with a class: an object to build."""
+    return isinstance(value, dict) and "class_path" in value and bool(_classes(hint))
+
+
+def _fits(hint: Any, cls: type) -> bool:
+    return isinstance(cls, type) and any(issubclass(cls, t) for t in _classes(hint))
+
+
+def _type_name(hint: Any) -> str:
+    return " or ".join(f"{t.__module__}.{t.__qualname__}" for t in _classes(hint))
 
 
 def _hints(target: Any) -> dict[str, Any]:

@@ -1,17 +1,25 @@
 """The loops: a plain PyTorch training loop with events at its seams.
 
-Read top to bottom: :func:`fit` runs the sanity check and the epochs; :func:`train_epoch` is the batch
-loop; :func:`optimization_step` is forward, backward and step; :func:`evaluate` serves validation, test
-and predict. Every event is guarded by ``if bus.<event>:`` so that an event nobody subscribed to costs one
-attribute test: no payload is built and no call is made.
+Read top to bottom: :func:`fit` runs the sanity check and the epochs; :func:`train_epoch` is the batch loop,
+in one screen: the epoch's batches (:class:`_EpochBatches`, which continues a restored checkpoint's epoch and
+keeps what a failed batch needs to be rewound), the step chosen for the epoch (:class:`_Step`: manual,
+:class:`_Automatic` with gradient accumulation, :class:`_TruncatedBPTT`), then after each batch its
+validation when due (:class:`_ValidationSchedule`), the step boundary (:func:`_boundary`: checkpoint requests,
+agreement across processes, Ctrl-C) and the one stop test (:func:`_should_stop`). :func:`evaluate` serves
+validation, test and predict, each with its six typed events (``_STAGES``).
+
+Every event is guarded by ``if bus.<event>:`` so that an event nobody subscribed to costs one attribute test:
+no payload is built and no call is made.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -20,7 +28,7 @@ from surge._data import loader_len
 from surge.engine import _resume, checkpointing
 from surge.engine._lightning_callbacks import step_outputs
 from surge.engine._lightning_v1 import epoch_end_outputs
-from surge.engine._resume import OpenBatch, epoch_start_states
+from surge.engine._resume import OpenBatch, ResumePoint, epoch_start_states
 from surge.engine.state import Interrupted
 from surge.errors import SurgeError
 
@@ -72,16 +80,7 @@ def fit(trainer: Trainer) -> None:
     if bus.fit_start:
         bus.fit_start(ev.FitStart(trainer))
     if trainer.val_dataloaders and any(trainer.num_sanity_val_batches):
-        state.sanity_checking = True
-        if bus.sanity_check_start:
-            bus.sanity_check_start(ev.SanityCheckStart(trainer))
-        # the sanity check only checks: every RNG it draws from is put back, so it changes no number
-        with _resume.isolated_rng([trainer.train_dataloader, *trainer.val_dataloaders]):
-            evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_sanity_val_batches)
-        state.sanity_checking = False
-        if bus.sanity_check_end:
-            bus.sanity_check_end(ev.SanityCheckEnd(trainer))
-        state.should_stop, state.stop_reason = False, None  # the sanity check only checks; it decides nothing
+        _sanity_check(trainer)
     if bus.train_start:
         bus.train_start(ev.TrainStart(trainer))
     manual_hooks = _hook_manual_optimizers(trainer) if not trainer.module.automatic_optimization else []
@@ -100,11 +99,7 @@ def fit(trainer: Trainer) -> None:
                 train_epoch(trainer)
             state.current_epoch += 1
             state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
-            serve = bool(trainer._checkpoint_requests)
-            if trainer.strategy.world_size > 1:  # a stop or request made in train_epoch_end holds on every rank
-                serve = _agree(trainer)
-            if serve:
-                trainer._serve_checkpoint_requests()
+            _boundary(trainer)  # a stop or request made in train_epoch_end holds on every rank
     finally:
         for handle in manual_hooks:
             handle.remove()
@@ -117,185 +112,232 @@ def fit(trainer: Trainer) -> None:
         bus.fit_end(ev.FitEnd(trainer))
 
 
+def _sanity_check(trainer: Trainer) -> None:
+    bus, state = trainer._bus, trainer.state
+    state.sanity_checking = True
+    if bus.sanity_check_start:
+        bus.sanity_check_start(ev.SanityCheckStart(trainer))
+    # the sanity check only checks: every RNG it draws from is put back, so it changes no number
+    with _resume.isolated_rng([trainer.train_dataloader, *trainer.val_dataloaders]):
+        evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_sanity_val_batches)
+    state.sanity_checking = False
+    if bus.sanity_check_end:
+        bus.sanity_check_end(ev.SanityCheckEnd(trainer))
+    state.should_stop, state.stop_reason = False, None  # the sanity check only checks; it decides nothing
+
+
 def _fit_done(trainer: Trainer) -> bool:
+    state, loop = trainer.state, trainer._loop
+    if loop.max_epochs != -1 and state.current_epoch >= loop.max_epochs:
+        return True
+    return trainer.num_training_batches == 0 or _should_stop(trainer)
+
+
+def _should_stop(trainer: Trainer) -> bool:
+    """The stop test, after every batch and before every epoch: ``max_steps`` reached, or a stop requested
+    (``request_stop``, a signal, a time limit) once ``min_epochs`` and ``min_steps`` are met."""
     state, loop = trainer.state, trainer._loop
     if loop.max_steps != -1 and state.global_step >= loop.max_steps:
         return True
-    if loop.max_epochs != -1 and state.current_epoch >= loop.max_epochs:
-        return True
-    if trainer.num_training_batches == 0:
-        return True
-    return state.should_stop and _min_reached(trainer)
-
-
-def _min_reached(trainer: Trainer) -> bool:
-    state, loop = trainer.state, trainer._loop
-    return state.current_epoch >= loop.min_epochs and state.global_step >= loop.min_steps
-
-
-def _stop_after_batch(trainer: Trainer) -> bool:
-    """The checks after each batch (inlined in the batch loop for speed)."""
-    state, loop = trainer.state, trainer._loop
-    return (loop.max_steps != -1 and state.global_step >= loop.max_steps) or (
-        state.should_stop and _min_reached(trainer)
-    )
-
-
-def _raise_if_interrupted(trainer: Trainer) -> None:
-    """The step boundary: after Ctrl-C, no further event but ``keyboard_interrupt`` and ``teardown``."""
-    if trainer.state.interrupted:
-        raise Interrupted
+    return state.should_stop and state.current_epoch >= loop.min_epochs and state.global_step >= loop.min_steps
 
 
 def train_epoch(trainer: Trainer) -> None:
     """One epoch of training, continuing from a restored checkpoint's position when there is one."""
-    bus, state, loop, metrics = trainer._bus, trainer.state, trainer._loop, trainer._metrics
+    bus, state, metrics = trainer._bus, trainer.state, trainer._metrics
     module, strategy, precision = trainer.module, trainer.strategy, trainer.precision_plugin
     epoch = state.current_epoch
-    n = trainer.num_training_batches
-    val_every = _val_check_batches(trainer)
-    global_val = loop.check_val_every_n_epoch is None
-    val_epoch = val_every is not None and (global_val or (epoch + 1) % loop.check_val_every_n_epoch == 0)  # type: ignore[operator]
-    automatic = module.automatic_optimization
-    training_step = strategy.wrap_training_step(module)  # the module's own method, or a DDP wrapper's forward
-    if not trainer._takes_batch_idx.get("training_step", True):  # `training_step(self, batch)`
-        training_step = _batch_only(training_step)
-    distributed = strategy.world_size > 1
-    no_context, unknown_length = _NO_CONTEXT, math.isinf(n)
+    resume = _start_epoch(trainer, epoch)  # the restored position when this epoch continues a checkpoint's
+    step = _step_function(trainer, epoch, pending=resume is not None and bool(resume.grads))
+    validation = _ValidationSchedule(trainer, epoch)
+    batches = _EpochBatches(trainer, epoch, step, resume)
+    if resume is not None:  # what followed the last batch done before the save: its validation, the stop test
+        if batches.done and validation.due(batches.done) and not resume.validated:
+            _validate_during_fit(trainer)
+        if _should_stop(trainer):
+            batches.stop()
+    kept = epoch_end_outputs(module, "training_epoch_end")  # None unless the Module has that 1.x hook
 
+    try:
+        for batch_idx, batch in batches:
+            batch = precision.convert_input(strategy.batch_to_device(batch))
+            metrics.new_batch(batch)
+            if bus.train_batch_start:
+                bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
+                if _should_stop(trainer):  # the batch is skipped: the epoch is cut here
+                    batches.skip(f"skipped by the stop requested in its train_batch_start: {state.stop_reason}")
+                    break
+            outputs = step(batch, batch_idx)
+            metrics.end_step(write=trainer.should_log)
+            if kept is not None and (output := step_outputs(trainer, outputs)):
+                kept.append(output)
+            batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
+            if bus.train_batch_end:
+                bus.train_batch_end(ev.TrainBatchEnd(trainer, outputs, batch, batch_idx))
+            if validation.due(batch_idx + 1):
+                _validate_during_fit(trainer)
+            _boundary(trainer)
+            if _should_stop(trainer):
+                batches.stop()
+                break
+    except BaseException as exc:
+        batches.failed(exc)
+        raise
+    finally:
+        batches.close()
+
+    if batches.cut:
+        # A stop cut the epoch short. Its end still runs below, as in Lightning (train_epoch_end fires and
+        # current_epoch goes up; epoch-interval schedulers do not step), but the checkpoints written from now on
+        # record the truth: this epoch at this batch, the states as they are now, an open window unstepped.
+        trainer._stop_record = checkpointing.record_stop(trainer)
+    else:
+        step.finish()  # the last, partial accumulation window of a loader without length
+    state.epoch_loop_done = True
+    if validation.at_epoch_end and batches.done:
+        _validate_during_fit(trainer)  # loaders without length validate at the end of the epoch
+    _end_epoch(trainer, epoch, kept, step_schedulers=module.automatic_optimization and not batches.cut)
+
+
+def _start_epoch(trainer: Trainer, epoch: int) -> ResumePoint | None:
+    """The epoch's start: a restored checkpoint's RNG states, ``train_epoch_start``, the Module in training mode.
+    Returns the restored position when the epoch continues one saved in its middle."""
     resume = trainer._resume_point
     if resume is not None and not resume.mid_epoch:
         trainer._resume_point = None
         resume.begin_epoch(trainer)  # saved between epochs: the RNG states as they were then
         resume = None
+    bus = trainer._bus
     if bus.train_epoch_start:
-        trainer._epoch_starting = True
+        trainer._epoch_starting = True  # set_accumulation is allowed now
         try:
             bus.train_epoch_start(ev.TrainEpochStart(trainer, epoch))
         finally:
             trainer._epoch_starting = False
-    module.train()
-    metrics.context = "train"
-    accumulate = trainer.accumulate_grad_batches  # after train_epoch_start: a plugin may change it there
-    if not isinstance(accumulate, int) or accumulate < 1:
-        raise SurgeError(f"trainer.accumulate_grad_batches is {accumulate!r} for epoch {epoch}; it must be an int >= 1")
-    tbptt = module.truncated_bptt_steps if automatic else 0
-    if tbptt and accumulate > 1:
-        raise SurgeError(
-            f"{type(module).__name__}.truncated_bptt_steps={tbptt} steps the optimizer once per time split; it "
-            f"cannot be combined with accumulate_grad_batches={accumulate} (set one of them back to its default)"
-        )
-    epoch_outputs = epoch_end_outputs(module, "training_epoch_end")  # None unless the Module has that 1.x hook
-    end = n
-    if resume is None:
-        state.epoch_rng = epoch_start_states(trainer.train_dataloader)  # once per epoch, for checkpoints
-        iterator = iter(trainer.train_dataloader)
-        batch_idx = 0
-        pending = False  # gradients accumulated but not yet stepped
-    else:
-        trainer._resume_point = None
-        iterator = resume.continue_epoch(trainer)
-        # gradients restored in manual optimization are the user's to step, not an open window of the loop's
-        batch_idx, pending = resume.epoch_batches, bool(resume.grads) and automatic
-        # what followed the last batch done before the save: its validation (unless it ran), the stop checks
-        due = val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0
-        if batch_idx and due and not resume.validated:
-            _validate_during_fit(trainer)
-        if _stop_after_batch(trainer):
-            end = batch_idx
-    cut = end < n  # the epoch ends before its last batch: a stop (max_steps, a requested stop), not its end
-    # torch's RNG state before the running batch (a cheap copy): a batch that does not finish is rewound to it
-    open_rng: torch.Tensor | None = None
-    window_open, steps_before = pending, state.global_step
-    try:
-        while batch_idx < end:
-            open_rng, window_open, steps_before = torch.get_rng_state(), pending, state.global_step
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                open_rng = None
-                break
-            state.batch_idx = batch_idx
-            batch = precision.convert_input(strategy.batch_to_device(batch))
-            metrics.new_batch(batch)
-            if bus.train_batch_start:
-                bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
-                if state.should_stop and _min_reached(trainer):  # the batch is skipped: the epoch is cut here
-                    reason = f"skipped by the stop requested in its train_batch_start: {state.stop_reason}"
-                    trainer._open_batch = OpenBatch(epoch, batch_idx, open_rng, window_open, False, reason)
-                    open_rng, cut = None, True
-                    break
-            if tbptt:
-                outputs = _tbptt_batch(trainer, training_step, batch, batch_idx, tbptt)
-            elif automatic:
-                steps = (batch_idx + 1) % accumulate == 0 or batch_idx + 1 == n
-                # an unknown epoch length (n infinite) may end at any batch: keep synchronising then
-                with strategy.accumulation_context(steps or unknown_length) if accumulate > 1 else no_context:
-                    with precision.autocast(strategy.root_device):
-                        outputs = training_step(batch, batch_idx)
-                    loss = _loss_of(outputs)
-                    if loss is not None:
-                        if accumulate > 1:
-                            loss = loss / accumulate
-                        trainer._backward(loss)
-                if loss is not None:
-                    pending = True
-                    if steps:
-                        optimization_step(trainer)
-                        pending = False
-            else:
-                with precision.autocast(strategy.root_device):  # the steps are the user's; the autocast is ours
-                    outputs = training_step(batch, batch_idx)
-            metrics.end_step(write=trainer.should_log)
-            if epoch_outputs is not None and (kept := step_outputs(trainer, outputs)):
-                epoch_outputs.append(kept)
-            state.total_batches += 1  # counted before train_batch_end: a checkpoint saved there includes this batch
-            open_rng = None
-            if bus.train_batch_end:
-                bus.train_batch_end(ev.TrainBatchEnd(trainer, outputs, batch, batch_idx))
-            batch_idx += 1
-            if val_epoch and val_every and (state.total_batches if global_val else batch_idx) % val_every == 0:
-                _validate_during_fit(trainer)
-            serve = bool(trainer._checkpoint_requests)
-            if distributed:  # one small collective: what any rank decided holds on all of them
-                serve = _agree(trainer)
-            if state.interrupted or serve:  # the step boundary: Ctrl-C, requested checkpoints
-                _step_boundary(trainer, serve)
-            if (loop.max_steps != -1 and state.global_step >= loop.max_steps) or (
-                state.should_stop and _min_reached(trainer)
-            ):
-                cut = True
-                break
-    except BaseException as exc:
-        if open_rng is not None:  # raised inside a batch (not at a step boundary or in a validation)
-            _batch_failed(trainer, exc, OpenBatch(epoch, batch_idx, open_rng, window_open, True, ""), steps_before)
-        raise
-    finally:
-        # Now, not at some later garbage collection (which can stall for seconds): an exception leaving the
-        # epoch shuts the loader's worker processes down on its way out.
-        del iterator
-    cut = cut and batch_idx < n
-    if cut:
-        # A stop cut the epoch short. Its end still runs below, as in Lightning (train_epoch_end fires and
-        # current_epoch goes up; epoch-interval schedulers do not step), but the checkpoints written from now on
-        # record the truth: this epoch at this batch, the states as they are now, an open window unstepped.
-        trainer._stop_record = checkpointing.record_stop(trainer)
-    elif pending:
-        optimization_step(trainer)  # the last, partial accumulation window of a loader without length
-    state.epoch_loop_done = True
-    if val_epoch and not val_every and batch_idx:
-        _validate_during_fit(trainer)  # loaders without length validate at the end of the epoch
+    trainer.module.train()
+    trainer._metrics.context = "train"
+    return resume
+
+
+def _end_epoch(trainer: Trainer, epoch: int, kept: list[Any] | None, step_schedulers: bool) -> None:
+    """The epoch's metrics, ``training_epoch_end`` (Lightning 1.x), ``train_epoch_end``, epoch-interval
+    schedulers (not after a stop that cut the epoch short)."""
+    bus, metrics = trainer._bus, trainer._metrics
     metrics.context = "train"
     metrics.end_epoch(write=False)
     metrics.context = "train_epoch_end"  # self.log defaults to per-epoch here, as in Lightning
-    if epoch_outputs is not None:
-        module.training_epoch_end(epoch_outputs)  # type: ignore[operator]
+    if kept is not None:
+        trainer.module.training_epoch_end(kept)  # type: ignore[operator]
     if bus.train_epoch_end:
         bus.train_epoch_end(ev.TrainEpochEnd(trainer, epoch))
     metrics.end_epoch()
     metrics.context = None
-    if automatic and not cut:
+    if step_schedulers:
         _step_schedulers(trainer, "epoch")
+
+
+class _EpochBatches:
+    """The batches of one training epoch, as ``(batch_idx, batch)``: from the first, or, when a checkpoint saved
+    in the middle of the epoch was restored, from the one after the last batch done before the save.
+
+    While a batch runs it keeps the position before it (torch's RNG state, whether an accumulation window was
+    open, the step count): a batch that does not finish is rewound to it (:meth:`failed`, :meth:`skip`), so a
+    checkpoint written then records the position before that batch."""
+
+    def __init__(self, trainer: Trainer, epoch: int, step: _Step, resume: ResumePoint | None) -> None:
+        self.trainer, self.epoch, self.step = trainer, epoch, step
+        self.end = trainer.num_training_batches
+        if resume is None:
+            trainer.state.epoch_rng = epoch_start_states(trainer.train_dataloader)  # once per epoch, for checkpoints
+            self.iterator: Iterator[Any] = iter(trainer.train_dataloader)
+            self.done = 0
+        else:
+            trainer._resume_point = None
+            self.iterator = resume.continue_epoch(trainer)
+            self.done = resume.epoch_batches
+        self.stopped = False  # the epoch ended by a stop, not by running out of batches
+        self.open_rng: torch.Tensor | None = None  # torch's RNG state before the running batch (a cheap copy)
+        self.window_open, self.steps_before = False, 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        state, step, iterator = self.trainer.state, self.step, self.iterator
+        get_rng_state = torch.get_rng_state
+        while self.done < self.end:
+            self.open_rng, self.window_open, self.steps_before = get_rng_state(), step.pending, state.global_step
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                self.open_rng = None
+                return
+            state.batch_idx = self.done
+            yield self.done, batch
+
+    def finished(self) -> None:
+        """The running batch is done: its step (if any) taken, nothing left to rewind."""
+        self.trainer.state.total_batches += 1
+        self.open_rng = None
+        self.done += 1
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.end = self.done
+
+    @property
+    def cut(self) -> bool:
+        """A stop ended the epoch before its last batch."""
+        return self.stopped and self.done < self.trainer.num_training_batches
+
+    def skip(self, reason: str) -> None:
+        """The running batch is skipped before its step (a stop requested in its ``train_batch_start``)."""
+        assert self.open_rng is not None  # a batch is running
+        self.trainer._open_batch = OpenBatch(self.epoch, self.done, self.open_rng, self.window_open, False, reason)
+        self.open_rng = None
+        self.stopped = True
+
+    def failed(self, exc: BaseException) -> None:
+        """The running batch raised (an exception, a second Ctrl-C, a non-finite loss). Before its optimizer
+        step it did not happen: its logged values are dropped and a checkpoint records the position before it.
+        After the step it did: it counts as done and the gradients its step consumed are dropped. Nothing to do
+        when no batch was running (the failure was in a validation or at a step boundary)."""
+        if self.open_rng is None:
+            return
+        trainer, state = self.trainer, self.trainer.state
+        if state.global_step != self.steps_before:
+            state.total_batches += 1
+            if trainer.module.automatic_optimization:
+                for param in trainer.module.parameters():
+                    param.grad = None
+            return
+        trainer._metrics.rollback()
+        text = str(exc).strip().splitlines()
+        reason = f"it raised {type(exc).__name__}" + (f": {text[0]}" if text else "")
+        trainer._open_batch = OpenBatch(self.epoch, self.done, self.open_rng, self.window_open, True, reason)
+
+    def close(self) -> None:
+        # Now, not at some later garbage collection (which can stall for seconds): an exception leaving the
+        # epoch shuts the loader's worker processes down on its way out.
+        del self.iterator
+
+
+class _ValidationSchedule:
+    """When validation runs during this epoch: after every ``val_check_interval`` batches (of the epoch, or of
+    the run with ``check_val_every_n_epoch=None``), on the epochs ``check_val_every_n_epoch`` selects; at the
+    epoch's end for a loader without length; never without validation data."""
+
+    __slots__ = ("state", "every", "across_epochs", "at_epoch_end")
+
+    def __init__(self, trainer: Trainer, epoch: int) -> None:
+        loop, every = trainer._loop, _val_check_batches(trainer)
+        self.state = trainer.state
+        self.across_epochs = loop.check_val_every_n_epoch is None
+        this_epoch = every is not None and (self.across_epochs or (epoch + 1) % loop.check_val_every_n_epoch == 0)  # type: ignore[operator]
+        self.every: int = every if this_epoch and every is not None else 0
+        self.at_epoch_end = this_epoch and every == 0
+
+    def due(self, done_in_epoch: int) -> bool:
+        """After the batch that made ``done_in_epoch`` batches of this epoch (and the run's count in state)."""
+        every = self.every
+        return bool(every) and (self.state.total_batches if self.across_epochs else done_in_epoch) % every == 0
 
 
 def _val_check_batches(trainer: Trainer) -> int | None:
@@ -320,11 +362,33 @@ def _val_check_batches(trainer: Trainer) -> int | None:
     return max(1, int(n * interval))
 
 
-def _step_boundary(trainer: Trainer, serve: bool) -> None:
-    """After a batch and its validation: serve requested checkpoints, then stop if Ctrl-C was pressed."""
+def _validate_during_fit(trainer: Trainer) -> None:
+    # Until its batches are done it counts as not run: a checkpoint written meanwhile (after Ctrl-C in it)
+    # records the RNG states from before it, and the resumed run runs it again (see ``evaluate``).
+    trainer._validation_rng = _resume.rng_states(trainer.train_dataloader)
+    evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
+    trainer.module.train()
+    trainer._metrics.context = "train"
+
+
+# -- the step boundary --------------------------------------------------------------------------------
+
+
+def _boundary(trainer: Trainer) -> None:
+    """After a batch (and its validation) and after an epoch: requested checkpoints are served, then a Ctrl-C
+    stops the run. With several processes, what any rank decided holds on all of them (:func:`_agree`)."""
+    serve = bool(trainer._checkpoint_requests)
+    if trainer.strategy.world_size > 1:
+        serve = _agree(trainer)
     if serve:
         trainer._serve_checkpoint_requests()
     _raise_if_interrupted(trainer)
+
+
+def _raise_if_interrupted(trainer: Trainer) -> None:
+    """After Ctrl-C, no further event but ``keyboard_interrupt`` and ``teardown``."""
+    if trainer.state.interrupted:
+        raise Interrupted
 
 
 def _agree(trainer: Trainer) -> bool:
@@ -351,30 +415,107 @@ def _agree(trainer: Trainer) -> bool:
     return serve
 
 
-def _batch_failed(trainer: Trainer, exc: BaseException, batch: OpenBatch, steps_before: int) -> None:
-    """A batch raised (an exception, a second Ctrl-C, a non-finite loss). Before its optimizer step it did
-    not happen: its logged values are dropped and a checkpoint records the position before it. After the
-    step it did: it counts as done and the gradients its step consumed are dropped."""
-    state = trainer.state
-    if state.global_step != steps_before:
-        state.total_batches += 1
-        if trainer.module.automatic_optimization:
-            for param in trainer.module.parameters():
-                param.grad = None
-        return
-    trainer._metrics.rollback()
-    text = str(exc).strip().splitlines()
-    batch.reason = f"it raised {type(exc).__name__}" + (f": {text[0]}" if text else "")
-    trainer._open_batch = batch
+# -- the step: automatic, manual, truncated back-propagation through time ---------------------------------
 
 
-def _validate_during_fit(trainer: Trainer) -> None:
-    # Until its batches are done it counts as not run: a checkpoint written meanwhile (after Ctrl-C in it)
-    # records the RNG states from before it, and the resumed run runs it again (see ``evaluate``).
-    trainer._validation_rng = _resume.rng_states(trainer.train_dataloader)
-    evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
-    trainer.module.train()
-    trainer._metrics.context = "train"
+class _Step:
+    """What one training batch does, chosen per epoch (:func:`_step_function`): ``step(batch, batch_idx)``
+    returns what ``training_step`` returned. ``pending``: gradients accumulated and not yet stepped."""
+
+    __slots__ = ("trainer", "training_step", "precision", "device", "pending")
+
+    def __init__(self, trainer: Trainer, training_step: Callable[..., Any]) -> None:
+        self.trainer, self.training_step, self.pending = trainer, training_step, False
+        self.precision, self.device = trainer.precision_plugin, trainer.strategy.root_device
+
+    def __call__(self, batch: Any, batch_idx: int) -> Any:
+        """Manual optimization: the optimizer steps are the user's; the autocast is ours."""
+        with self.precision.autocast(self.device):
+            return self.training_step(batch, batch_idx)
+
+    def finish(self) -> None:
+        """At the epoch's end (not after a stop): step what is still accumulated."""
+        if self.pending:
+            optimization_step(self.trainer)
+            self.pending = False
+
+
+class _Automatic(_Step):
+    """Forward and backward; every ``accumulate`` batches (and at the epoch's last), the optimizer step."""
+
+    __slots__ = ("accumulate", "last", "unknown_length")
+
+    def __init__(self, trainer: Trainer, training_step: Callable[..., Any], accumulate: int, pending: bool) -> None:
+        super().__init__(trainer, training_step)
+        self.accumulate, self.pending = accumulate, pending
+        self.last = trainer.num_training_batches - 1
+        self.unknown_length = math.isinf(self.last)  # such an epoch may end at any batch: keep synchronising
+
+    def __call__(self, batch: Any, batch_idx: int) -> Any:
+        trainer, accumulate = self.trainer, self.accumulate
+        steps = (batch_idx + 1) % accumulate == 0 or batch_idx == self.last
+        synchronise = (
+            trainer.strategy.accumulation_context(steps or self.unknown_length) if accumulate > 1 else _NO_CONTEXT
+        )
+        with synchronise:
+            with self.precision.autocast(self.device):
+                outputs = self.training_step(batch, batch_idx)
+            loss = _loss_of(outputs)
+            if loss is not None:
+                trainer._backward(loss / accumulate if accumulate > 1 else loss)
+        if loss is not None:
+            self.pending = True
+            if steps:
+                optimization_step(trainer)
+                self.pending = False
+        return outputs
+
+
+class _TruncatedBPTT(_Step):
+    """Truncated back-propagation through time: one forward, backward and optimizer step per time split, the
+    hidden state carried from split to split with its graph cut. Returns the last split's output."""
+
+    __slots__ = ("split_size",)
+
+    def __init__(self, trainer: Trainer, training_step: Callable[..., Any], split_size: int) -> None:
+        super().__init__(trainer, training_step)
+        self.split_size = split_size
+
+    def __call__(self, batch: Any, batch_idx: int) -> Any:
+        trainer, hiddens, outputs = self.trainer, None, None
+        for split in trainer.module.tbptt_split_batch(batch, self.split_size):
+            with self.precision.autocast(self.device):
+                outputs = self.training_step(split, batch_idx, hiddens)
+            loss = _loss_of(outputs)
+            hiddens = _detached(outputs.get("hiddens")) if isinstance(outputs, dict) else None
+            if loss is not None:
+                trainer._backward(loss)
+                optimization_step(trainer)
+        return outputs
+
+
+def _step_function(trainer: Trainer, epoch: int, pending: bool) -> _Step:
+    """This epoch's step, after ``train_epoch_start`` (where a plugin may change the accumulation factor).
+    ``pending``: gradients restored from a checkpoint saved inside an accumulation window (automatic
+    optimization only: restored in manual optimization, they are the user's to step)."""
+    module = trainer.module
+    training_step = trainer.strategy.wrap_training_step(module)  # the module's own method, or a DDP wrapper's
+    if not trainer._takes_batch_idx.get("training_step", True):  # `training_step(self, batch)`
+        training_step = _batch_only(training_step)
+    accumulate = trainer.accumulate_grad_batches
+    if not isinstance(accumulate, int) or accumulate < 1:
+        raise SurgeError(f"trainer.accumulate_grad_batches is {accumulate!r} for epoch {epoch}; it must be an int >= 1")
+    if not module.automatic_optimization:
+        return _Step(trainer, training_step)
+    tbptt = module.truncated_bptt_steps
+    if not tbptt:
+        return _Automatic(trainer, training_step, accumulate, pending)
+    if accumulate > 1:
+        raise SurgeError(
+            f"{type(module).__name__}.truncated_bptt_steps={tbptt} steps the optimizer once per time split; it "
+            f"cannot be combined with accumulate_grad_batches={accumulate} (set one of them back to its default)"
+        )
+    return _TruncatedBPTT(trainer, training_step, tbptt)
 
 
 def _loss_of(outputs: Any) -> torch.Tensor | None:
@@ -386,23 +527,6 @@ def _loss_of(outputs: Any) -> torch.Tensor | None:
         f"training_step returned {type(outputs).__name__}; return the loss tensor, a dict with a 'loss' "
         "entry, or None to skip the batch"
     )
-
-
-def _tbptt_batch(trainer: Trainer, training_step: Any, batch: Any, batch_idx: int, split_size: int) -> Any:
-    """Truncated back-propagation through time: one forward, backward and optimizer step per time split,
-    the hidden state carried from split to split with its graph cut. Returns the last split's output."""
-    strategy, precision = trainer.strategy, trainer.precision_plugin
-    hiddens: Any = None
-    outputs: Any = None
-    for split in trainer.module.tbptt_split_batch(batch, split_size):
-        with precision.autocast(strategy.root_device):
-            outputs = training_step(split, batch_idx, hiddens)
-        loss = _loss_of(outputs)
-        hiddens = _detached(outputs.get("hiddens")) if isinstance(outputs, dict) else None
-        if loss is not None:
-            trainer._backward(loss)
-            optimization_step(trainer)
-    return outputs
 
 
 def _detached(value: Any) -> Any:
@@ -494,6 +618,38 @@ _NO_CONTEXT = contextlib.nullcontext()
 # -- validation, test, predict --------------------------------------------------------------------------
 
 
+class _StageEvents(NamedTuple):
+    """The six events of one evaluation stage, as payload classes (each one's name is its bus attribute)."""
+
+    start: type[ev.Event]
+    epoch_start: type[ev._EpochEvent]
+    batch_start: type[ev._EvalBatchStart]
+    batch_end: type[ev._EvalBatchEnd]
+    epoch_end: type[ev._EpochEvent]
+    end: type[ev.Event]
+
+
+_STAGES = {
+    "validation": _StageEvents(
+        ev.ValidationStart,
+        ev.ValidationEpochStart,
+        ev.ValidationBatchStart,
+        ev.ValidationBatchEnd,
+        ev.ValidationEpochEnd,
+        ev.ValidationEnd,
+    ),
+    "test": _StageEvents(
+        ev.TestStart, ev.TestEpochStart, ev.TestBatchStart, ev.TestBatchEnd, ev.TestEpochEnd, ev.TestEnd
+    ),
+    "predict": _StageEvents(
+        ev.PredictStart,
+        ev.PredictEpochStart,
+        ev.PredictBatchStart,
+        ev.PredictBatchEnd,
+        ev.PredictEpochEnd,
+        ev.PredictEnd,
+    ),
+}
 _STEP_METHOD = {"validation": "validation_step", "test": "test_step", "predict": "predict_step"}
 _STEP_METHODS = ("training_step", *_STEP_METHOD.values())
 
@@ -505,8 +661,8 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     """
     bus, state, metrics = trainer._bus, trainer.state, trainer._metrics
     module, strategy, precision = trainer.module, trainer.strategy, trainer.precision_plugin
-    batch_start, batch_end = getattr(bus, f"{stage}_batch_start"), getattr(bus, f"{stage}_batch_end")
-    BatchStart, BatchEnd = ev.EVENTS[f"{stage}_batch_start"], ev.EVENTS[f"{stage}_batch_end"]
+    events = _STAGES[stage]
+    start, epoch_start, batch_start, batch_end, epoch_end, end = (bus.dispatcher(cls) for cls in events)
     step = getattr(module, _STEP_METHOD[stage])
     if not trainer._takes_batch_idx.get(_STEP_METHOD[stage], True):  # `validation_step(self, batch)`
         step = _batch_only(step)
@@ -518,53 +674,48 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     metrics.context = stage
     predictions: list[list[Any]] = [[] for _ in loaders]
     # None unless the Module has Lightning 1.x's validation_epoch_end/test_epoch_end(outputs)
-    epoch_outputs = epoch_end_outputs(module, f"{stage}_epoch_end", len(loaders)) if stage != "predict" else None
-    inference = trainer.config.inference_mode and trainer.strategy.inference_mode_ok
-    inference = inference and trainer.strategy.accelerator.inference_mode_ok  # the device the strategy runs on
-    no_grad = torch.inference_mode() if inference else torch.no_grad()
-    with no_grad:
-        bus.emit(ev.EVENTS[f"{stage}_start"](trainer)) if getattr(bus, f"{stage}_start") else None
-        if getattr(bus, f"{stage}_epoch_start"):
-            bus.emit(ev.EVENTS[f"{stage}_epoch_start"](trainer, state.current_epoch))  # type: ignore[call-arg]
+    kept = epoch_end_outputs(module, f"{stage}_epoch_end", len(loaders)) if stage != "predict" else None
+    inference = trainer.config.inference_mode and strategy.inference_mode_ok
+    inference = inference and strategy.accelerator.inference_mode_ok  # the device the strategy runs on
+    with torch.inference_mode() if inference else torch.no_grad():
+        if start:
+            start(events.start(trainer))
+        if epoch_start:
+            epoch_start(events.epoch_start(trainer, state.current_epoch))
         for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
             metrics.dataloader_idx = dl_idx if several else None
-            iterator = iter(loader)
-            batch_idx = 0
-            while batch_idx < limit:
-                try:
-                    batch = next(iterator)
-                except StopIteration:
-                    break
+            done = 0
+            for batch in itertools.islice(loader, math.ceil(limit) if limit != math.inf else None):
                 batch = precision.convert_input(strategy.batch_to_device(batch))
                 metrics.new_batch(batch)
                 if batch_start:
-                    batch_start(BatchStart(trainer, batch, batch_idx, dl_idx))  # type: ignore[call-arg]
+                    batch_start(events.batch_start(trainer, batch, done, dl_idx))
                 with precision.autocast(strategy.root_device):
-                    outputs = step(batch, batch_idx, dl_idx) if several else step(batch, batch_idx)
+                    outputs = step(batch, done, dl_idx) if several else step(batch, done)
                 if stage == "predict":
                     predictions[dl_idx].append(outputs)
-                elif epoch_outputs is not None and outputs is not None:
-                    epoch_outputs[dl_idx].append(outputs)
+                elif kept is not None and outputs is not None:
+                    kept[dl_idx].append(outputs)
                 if batch_end:
-                    batch_end(BatchEnd(trainer, outputs, batch, batch_idx, dl_idx))  # type: ignore[call-arg]
+                    batch_end(events.batch_end(trainer, outputs, batch, done, dl_idx))
                 if metrics._step and not state.sanity_checking:  # on_step values: a row per batch, as Lightning
-                    metrics.end_step(write=True, step=metrics.eval_steps.get(dl_idx, 0) + batch_idx)
-                batch_idx += 1
+                    metrics.end_step(write=True, step=metrics.eval_steps.get(dl_idx, 0) + done)
+                done += 1
                 if single:  # several processes stop together at the next training step boundary instead
                     _raise_if_interrupted(trainer)
             if not state.sanity_checking:  # Lightning's step numbers run on across a fit's validations
-                metrics.eval_steps[dl_idx] = metrics.eval_steps.get(dl_idx, 0) + batch_idx
+                metrics.eval_steps[dl_idx] = metrics.eval_steps.get(dl_idx, 0) + done
         metrics.dataloader_idx = None
         if trainer._validation_rng is not None:  # a validation during fit ran all its batches: it counts as run
             state.validated_at, trainer._validation_rng = state.total_batches, None
         results = _publish(trainer, write=False)
-        if epoch_outputs is not None:  # a list per loader, or the list itself for one loader, as in Lightning 1.x
-            getattr(module, f"{stage}_epoch_end")(epoch_outputs if several else epoch_outputs[0])
-        if getattr(bus, f"{stage}_epoch_end"):
-            bus.emit(ev.EVENTS[f"{stage}_epoch_end"](trainer, state.current_epoch))  # type: ignore[call-arg]
+        if kept is not None:  # a list per loader, or the list itself for one loader, as in Lightning 1.x
+            getattr(module, f"{stage}_epoch_end")(kept if several else kept[0])
+        if epoch_end:
+            epoch_end(events.epoch_end(trainer, state.current_epoch))
         results.update(_publish(trainer))
-        if getattr(bus, f"{stage}_end"):
-            bus.emit(ev.EVENTS[f"{stage}_end"](trainer))
+        if end:
+            end(events.end(trainer))
     metrics.context = previous_context
     if was_training:
         module.train()

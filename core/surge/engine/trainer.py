@@ -42,6 +42,7 @@ from surge.plugins.selection import (
     named_providers,
     parse_requests,
     resolve_providers,
+    resolve_tuner,
     switched_plugins,
 )
 from surge.settings import load_settings
@@ -139,24 +140,33 @@ class Trainer:
         self.catalog = discover(settings, requested=requested, lab=lab)
         apply_switches(requests, self.catalog, self.config)  # the plugins serving the arguments set, with settings
         logger.info("{}", self.catalog.summary())  # the start-up line: what was loaded, from where, under which lab
-        providers = resolve_providers(self.catalog, self.config, requests.on)
+        providers = resolve_providers(self.catalog, self.config, requests.on, requests.checkpoint_io)
         self.accelerator = providers.accelerator
         self.strategy = providers.strategy
         self.precision_plugin = providers.precision
         self.profiler = providers.profiler
         """The profiler chosen by ``profiler=`` (``None``: none); a bus subscriber like the other providers."""
+        self._tuner = providers.tuner  # the tuner asked for (its switches, plugins=); else tune() finds one
         self._plugin_subscribers: list[Subscriber] = providers.subscribers + activate(
             self.catalog, requests, lightning_callbacks.adapt
         )
         self._trace = providers.bus_timing(settings.trace_plugins)  # untimed (None) unless traced or profiled
         self._known_names = set(self.catalog.records) | {"module"}
         self._events = declared_events(self.catalog)  # the active plugins' own events, on every bus of this Trainer
-        self._bus = Bus(  # checks order constraints now
-            self._plugin_subscribers, self._known_names, self._trace, events=self._events
-        )
-        checkpointing.check_state_keys(self._plugin_subscribers)
-
         self.state = TrainerState()
+        # The one bus of this Trainer: plugins checked and every event's order resolved now, the Module's place
+        # included; each run binds its Module (see _run).
+        self._bus = self._own_bus = Bus(
+            self._plugin_subscribers,
+            self._known_names,
+            self._trace,
+            self._handler_failed,
+            self._events,
+            module_slot=True,
+        )
+        if self._bus.init_start:
+            self._bus.init_start(ev.InitStart(self))
+        checkpointing.check_state_keys(self._plugin_subscribers)
         self._metrics = MetricStore(move_to_cpu=self.config.move_metrics_to_cpu)
         self._metrics.reduce_across = lambda t, op: self.strategy.reduce(t, op)
         self._metrics.writer = self._write_metrics
@@ -189,8 +199,6 @@ class Trainer:
         self._checkpoint_requests: list[tuple[Callable[[Trainer], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.engine.loops)
-        if self._bus.init_start:
-            self._bus.init_start(ev.InitStart(self))
         if self._bus.init_end:
             self._bus.init_end(ev.InitEnd(self))
 
@@ -532,48 +540,16 @@ class Trainer:
         train_dataloaders: Any = None,
         val_dataloaders: Any = None,
         datamodule: DataModule | None = None,
-        lr_find_kwargs: Mapping[str, Any] | None = None,
-        scale_batch_size_kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        """Tune hyper-parameters before :meth:`fit`, with the ``tuner`` provider (``pip install surge-tuner``).
-
-        ``auto_scale_batch_size`` (``True`` or ``"power"``, or ``"binsearch"``) first finds the largest batch
-        size that fits in memory and sets it on the model's or DataModule's ``batch_size``; then
-        ``auto_lr_find`` (``True``, or the name of the attribute to set) runs the learning-rate finder and sets
-        its suggestion on ``lr``/``learning_rate`` (or that attribute). The finders run short trial fits that
-        leave the model, its optimizers and this Trainer as they were; ``*_kwargs`` go to them. Returns
-        ``{"lr_find": the LRFinder or None, "scale_batch_size": the batch size or None}``.
-        """
-        scale, find_lr = self.config.auto_scale_batch_size, self.config.auto_lr_find
-        problems = []
-        if scale not in (False, True, "power", "binsearch"):
-            problems.append(("trainer.auto_scale_batch_size", f"got {scale!r}: use True, 'power' or 'binsearch'"))
-        if find_lr == "":
-            problems.append(("trainer.auto_lr_find", "got '': use True, or the name of the attribute to set"))
-        if problems:
-            raise ConfigError(problems)
-        result: dict[str, Any] = {"lr_find": None, "scale_batch_size": None}
-        if not (scale or find_lr):
-            logger.warning("trainer.tune(): nothing to tune; pass auto_lr_find and/or auto_scale_batch_size to Trainer")
-            return result
-        tuners = self.catalog.providers("tuner")
-        if not tuners:
-            record = self.catalog.records.get("tuner")
-            why = f" ({record.describe()} is {record.status}: {record.reason})" if record and not record.plugin else ""
-            raise SurgeError(
-                f"trainer.tune() needs a tuner plugin and none is available{why}; `pip install surge-tuner` adds it"
-            )
-        factory, record = tuners["tuner"] if "tuner" in tuners else tuners[min(tuners)]
-        record.status = "active"
-        tuner = factory(self)
+        """Tune hyper-parameters before :meth:`fit` with the ``tuner`` provider (``pip install surge-tuner``): the
+        one the Trainer's arguments or ``plugins=`` asked for, else the only one installed. ``options`` (Lightning's
+        ``lr_find_kwargs``, ``scale_batch_size_kwargs``) go to it; it returns what the tuner found
+        (:class:`surge.events.protocols.Tuner`). surge-tuner serves ``auto_scale_batch_size`` and ``auto_lr_find``."""
+        tuner = self._tuner if self._tuner is not None else resolve_tuner(self.catalog, {}, required=True)
+        assert tuner is not None
         data = {"train_dataloaders": train_dataloaders, "val_dataloaders": val_dataloaders, "datamodule": datamodule}
-        if scale:  # first: the best learning rate depends on the batch size
-            options = {"mode": "power" if scale is True else scale, **(scale_batch_size_kwargs or {})}
-            result["scale_batch_size"] = tuner.scale_batch_size(model, **data, **options)
-        if find_lr:
-            options = {"update_attr": True, **({"attr_name": find_lr} if isinstance(find_lr, str) else {})}
-            result["lr_find"] = tuner.lr_find(model, **data, **{**options, **(lr_find_kwargs or {})})
-        return result
+        return tuner.tune(self, model, **data, **options)
 
     # -- the run bracket: setup, exception policy, interrupt, teardown ------------------------------
     def _run(
@@ -595,13 +571,18 @@ class Trainer:
         self._validation_rng = None
         self.module, self.datamodule = model, datamodule
         model._surge_trainer = self
-        bus = self._bus = Bus(
-            [*self._plugin_subscribers, *compiling, Subscriber("module", ModuleHooks(model), Tier.MODULE)],
-            self._known_names,
-            self._trace,
-            self._handler_failed,
-            self._events,
-        )
+        self._bus = self._own_bus
+        if compiling:  # only this run adds the compile plugin: a bus of its own, ordered with it
+            self._bus = Bus(
+                [*self._plugin_subscribers, *compiling],
+                self._known_names,
+                self._trace,
+                self._handler_failed,
+                self._events,
+                module_slot=True,
+            )
+        bus = self._bus
+        bus.bind(ModuleHooks(model))
         state = self.state
         state.stage, state.status = stage, "running"
         state.should_stop, state.stop_reason, state.interrupted = False, None, False

@@ -1,9 +1,11 @@
 """The event bus: pluggy registers and validates, Surge orders and dispatches.
 
-At start-up every event gets either ``None`` (nobody subscribed: the loop builds no payload and makes no
-call) or a dispatcher holding its handlers in resolved order. Ordering: tier (providers, participants, the
+A Trainer builds its bus once: the plugins are registered and checked, and each event's order is resolved,
+with a place named ``module`` where the Module's hooks will run. Ordering: tier (providers, participants, the
 user's Module, observers), then ``tryfirst``/``trylast`` within the tier, then registration order, then the
-named ``before=``/``after=`` constraints applied as a stable topological sort.
+named ``before=``/``after=`` constraints applied as a stable topological sort. Each run then binds its Module
+(:meth:`Bus.bind`): every event gets either ``None`` (nobody subscribed: the loop builds no payload and makes
+no call) or a dispatcher holding its handlers in that order.
 
 Instrumentation: a bus built with a :class:`Timing` (``SURGE_TRACE_PLUGINS=1``, or a profiler with a
 ``handler_timer``) wraps every handler once, at start-up, in a timing call; without one, the dispatchers
@@ -63,6 +65,14 @@ class Subscriber:
         cls = type(getattr(self.obj, "__wrapped__", self.obj))
         return f"plugin '{self.name}' ({cls.__module__}.{cls.__qualname__})"
 
+
+class _ModuleSlot:
+    """The Module's place in the order of a bus built before any Module is known."""
+
+    owner = type("Module", (), {})  # named in messages about an unbound slot
+
+
+_MODULE_SLOT = Subscriber("module", _ModuleSlot(), Tier.MODULE)
 
 # Events whose every handler must run even when one of them raises.
 _RUN_ALL = frozenset({"exception", "keyboard_interrupt", "teardown"})
@@ -211,7 +221,17 @@ def _timed(fn: _Call, event_name: str, name: str, timer: HandlerTimer) -> _Call:
 class Bus:
     """Holds one attribute per event: ``None`` or a callable taking the event payload."""
 
-    __slots__ = (*EVENTS, "_subscribers", "_order", "_manager", "_dispatchers", "_answerers")
+    __slots__ = (
+        *EVENTS,
+        "_subscribers",
+        "_plan",
+        "_order",
+        "_manager",
+        "_dispatchers",
+        "_answerers",
+        "_timing",
+        "_failed",
+    )
     if TYPE_CHECKING:  # one attribute per event, set in __init__
         init_start: _Dispatch | None
         init_end: _Dispatch | None
@@ -267,45 +287,75 @@ class Bus:
         trace: bool | Timing | None = False,
         failed: Callable[[str], None] | None = None,
         events: Sequence[type[Event]] = (),
+        module_slot: bool = False,
     ) -> None:
-        """``trace``: ``True`` for ``SURGE_TRACE_PLUGINS`` (a log line per dispatch), or a :class:`Timing`
-        (a profiler's handler timer, with or without the log line); falsy: plain dispatchers. ``failed(event)``:
+        """Register and check ``subscribers`` and resolve each event's order, once; then :meth:`bind`.
+
+        ``trace``: ``True`` for ``SURGE_TRACE_PLUGINS`` (a log line per dispatch), or a :class:`Timing` (a
+        profiler's handler timer, with or without the log line); falsy: plain dispatchers. ``failed(event)``:
         called when a handler of an event whose handlers all run (``teardown``, ``exception``) fails. ``events``:
-        the events the run's plugins declare (``surge.Plugin(events=...)``), dispatched like the core's."""
-        spec = Timing(log=True) if trace is True else trace if isinstance(trace, Timing) else None
+        the events the run's plugins declare (``surge.Plugin(events=...)``), dispatched like the core's.
+        ``module_slot``: the order holds a place named ``module`` (tier MODULE) in every core event, where the
+        hooks of the Module a run binds are called; ``before=``/``after=`` constraints naming it are resolved now.
+        """
+        self._timing = Timing(log=True) if trace is True else trace if isinstance(trace, Timing) else None
+        self._failed = failed
         self._subscribers = list(subscribers)
         declared = {**EVENTS, **{cls.name: cls for cls in events}}
         self._manager = _register(self._subscribers, declared)
         by_plugin = {id(s.obj): s for s in self._subscribers}
-        # A subscriber may switch off, for this run, handlers its settings make pointless: the event then
-        # costs it nothing at all (read once per run, when the bus is built).
-        unused = {id(s.obj): frozenset(getattr(s.obj, "surge_unused_hooks", ())) for s in self._subscribers}
         position = {s.name: i for i, s in enumerate(self._subscribers)}
-        known = set(known_names) | set(position)
+        slot = _MODULE_SLOT if module_slot else None
+        known = set(known_names) | set(position) | ({slot.name} if slot else set())
+        self._plan: dict[str, list[tuple[pluggy.HookImpl | None, Subscriber]]] = {}
+        for name in [*declared, *QUERIES]:
+            impls = getattr(self._manager.hook, name).get_hookimpls()
+            entries: list[tuple[pluggy.HookImpl | None, Subscriber]] = [
+                (impl, by_plugin[id(impl.plugin)]) for impl in impls
+            ]
+            if slot is not None and name in EVENTS:
+                entries.append((None, slot))
+            entries.sort(key=lambda e: (e[1].tier, _try_rank(e[0]), position.get(e[1].name, len(position))))
+            self._plan[name] = _apply_constraints(name, entries, known)
         self._order: dict[str, list[str]] = {}
         self._dispatchers: dict[str, _Dispatch | None] = {}
         self._answerers: dict[str, list[tuple[_Call, Subscriber]]] = {}
-        for name in [*declared, *QUERIES]:
-            impls = getattr(self._manager.hook, name).get_hookimpls()
-            callers = {
-                id(impl): _caller(impl, by_plugin[id(impl.plugin)])
-                for impl in impls
-                if name not in unused[id(impl.plugin)]
-            }
-            on = {key: call for key, call in callers.items() if call is not None}
-            entries = [(impl, by_plugin[id(impl.plugin)]) for impl in impls if id(impl) in on]
-            entries.sort(key=lambda e: (e[1].tier, _try_rank(e[0]), position[e[1].name]))
-            entries = _apply_constraints(name, entries, known)
-            self._order[name] = [s.name for _, s in entries]
+        self.bind(None)
+
+    def bind(self, module_hooks: object | None) -> None:
+        """Build the dispatchers for a run whose Module's hooks are ``module_hooks`` (an object with a handler
+        ``_<event>`` per event the Module defines; ``None``: no Module, as in ``Trainer(...)``).
+
+        What a subscriber decides per run is read here: the handlers its ``surge_unused_hooks`` switches off,
+        the n of its filters (whose counts start afresh). The order was resolved when the bus was built.
+        """
+        module = Subscriber(_MODULE_SLOT.name, module_hooks, Tier.MODULE) if module_hooks is not None else None
+        # A subscriber may switch off, for this run, handlers its settings make pointless: the event then
+        # costs it nothing at all.
+        unused = {id(s.obj): frozenset(getattr(s.obj, "surge_unused_hooks", ())) for s in self._subscribers}
+        for name, entries in self._plan.items():
+            calls: list[tuple[_Call, Subscriber]] = []
+            order: list[str] = []
+            for impl, sub in entries:
+                if impl is None:  # the Module's place: its hook, if it defines one
+                    order.append(sub.name)
+                    handler = getattr(module_hooks, f"_{name}", None)
+                    if module is not None and handler is not None:
+                        calls.append((handler, module))
+                    continue
+                call = None if name in unused[id(impl.plugin)] else _caller(impl, sub)
+                if call is not None:
+                    calls.append((call, sub))
+                    order.append(sub.name)
+            self._order[name] = order
             if name in QUERIES:
-                self._answerers[name] = [(on[id(impl)], sub) for impl, sub in entries]
+                self._answerers[name] = calls
                 continue
             dispatch: _Dispatch | None = None
-            if entries:
-                calls = [(on[id(impl)], sub) for impl, sub in entries]
-                dispatch = _DispatchAll(name, calls, failed) if name in _RUN_ALL else _Dispatch(name, calls)
-                if spec is not None:
-                    dispatch = _TimedDispatch(dispatch, spec)
+            if calls:
+                dispatch = _DispatchAll(name, calls, self._failed) if name in _RUN_ALL else _Dispatch(name, calls)
+                if self._timing is not None:
+                    dispatch = _TimedDispatch(dispatch, self._timing)
             self._dispatchers[name] = dispatch
             if name in EVENTS:  # the core's events are attributes too: the loops read them without a lookup
                 setattr(self, name, dispatch)
@@ -332,6 +382,11 @@ class Bus:
             ) from None
         if dispatch is not None:
             dispatch(event)
+
+    def dispatcher(self, event: type[Event]) -> _Dispatch | None:
+        """The dispatcher of ``event`` (a payload class), ``None`` when nobody listens: for loops that build the
+        payload only when someone reads it, as they do with the core events' attributes."""
+        return self._dispatchers[event.name]
 
     def ask(self, query: Query) -> tuple[Any, Subscriber | None]:
         """The first answer to ``query`` that is not ``None``, in bus order, with the subscriber that gave it;
@@ -452,8 +507,8 @@ def _unmarked_handlers(sub: Subscriber, declared: Mapping[str, type[Event]]) -> 
     return problems
 
 
-def _try_rank(impl: pluggy.HookImpl) -> int:
-    return 0 if impl.tryfirst else 2 if impl.trylast else 1
+def _try_rank(impl: pluggy.HookImpl | None) -> int:
+    return 1 if impl is None else 0 if impl.tryfirst else 2 if impl.trylast else 1
 
 
 def _caller(impl: pluggy.HookImpl, sub: Subscriber) -> _Call | None:
@@ -555,12 +610,12 @@ def _not_installed(event: str, sub: Subscriber, edge: str, other: str, required:
 
 
 def _apply_constraints(
-    event: str, entries: list[tuple[pluggy.HookImpl, Subscriber]], known: set[str]
-) -> list[tuple[pluggy.HookImpl, Subscriber]]:
+    event: str, entries: list[tuple[pluggy.HookImpl | None, Subscriber]], known: set[str]
+) -> list[tuple[pluggy.HookImpl | None, Subscriber]]:
     successors: list[set[int]] = [set() for _ in entries]
     constrained = False
     for i, (impl, sub) in enumerate(entries):
-        ordering: Ordering | None = getattr(impl.function, "surge_ordering", None)
+        ordering: Ordering | None = getattr(impl.function, "surge_ordering", None) if impl is not None else None
         if ordering is None:
             continue
         for other, edge in [(n, "after") for n in ordering.after] + [(n, "before") for n in ordering.before]:

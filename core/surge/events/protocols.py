@@ -5,20 +5,51 @@ would otherwise fail (or be ignored) in the middle of a run.
 ========================  ==========================================================================================
 ``surge_name: str``       the plugin's name on the bus (ordering constraints, messages); default: the class name
 ``surge_kind: str``       ``"participant"`` (default) or ``"observer"`` (runs after the user's Module: loggers)
+:class:`CallbackRole`     ``surge_callback_role``: the role an object passed in fills (one of :data:`ROLES`)
 :class:`Stateful`         ``state_dict()`` and ``load_state_dict(state)`` together; checkpointed under ``state_key``
 :class:`UnusedHooks`      ``surge_unused_hooks``: event names whose handlers this run does not need (no dispatch)
 :class:`HandlerTimer`     a profiler's ``handler_timer(event, name, start, end)``: every handler call is timed
 :class:`Configurable`     a provider's ``configure(settings)``: its plugin's validated settings (``config=``)
 ========================  ==========================================================================================
+
+What the core calls on the objects of some roles and provider slots, checked when the plugin is declared (a class
+given as the factory) and again when its object is built, naming the missing member:
+
+========================  ==========================================================================================
+:class:`CheckpointIO`     the ``checkpoint_io`` slot: ``save_checkpoint``, ``load_checkpoint``, ``remove_checkpoint``
+:class:`Tuner`            the ``tuner`` slot: ``tune(trainer, model, ...)``, what ``Trainer.tune`` returns
+:class:`Compiler`         the ``compiler`` role: ``adopt(wrapper)`` for ``trainer.fit(torch.compile(model))``
+========================  ==========================================================================================
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Configurable", "HandlerTimer", "Stateful", "UnusedHooks", "problems"]
+__all__ = [
+    "ROLES",
+    "CallbackRole",
+    "CheckpointIO",
+    "Compiler",
+    "Configurable",
+    "HandlerTimer",
+    "Stateful",
+    "Tuner",
+    "UnusedHooks",
+    "missing_members",
+    "problems",
+    "role_problem",
+]
+
+ROLES = ("logger", "progress", "checkpoint", "model_summary", "early_stopping", "compiler")
+"""The parts a plugin can play (``surge.Plugin(role=...)``, an object's ``surge_callback_role``). The Trainer's
+switches act on the first four (``logger=``, ``enable_progress_bar``, ``enable_checkpointing``,
+``enable_model_summary``); ``trainer.checkpoint_callbacks`` and ``trainer.early_stopping_callbacks`` list the
+objects in theirs; the core hands ``trainer.fit(torch.compile(model))``'s wrapper to the ``compiler``. An object
+passed in ``callbacks=``/``plugins=`` that fills a role replaces the default plugins of that role for the run."""
 
 
 @runtime_checkable
@@ -53,6 +84,101 @@ class Configurable(Protocol):
     def configure(self, settings: Any) -> None: ...
 
 
+class CallbackRole(Protocol):
+    """An object passed in ``callbacks=``/``plugins=`` that fills a role (one of :data:`ROLES`): the default
+    plugins of that role (``surge.Plugin(role=..., default=True)``) stand aside for the run, unless the run names
+    them (``plugins=["checkpoint"]``), and the Trainer's accessor of the role lists it
+    (``trainer.checkpoint_callbacks`` for ``"checkpoint"``). Several objects may fill one role: all of them run."""
+
+    surge_callback_role: str
+
+
+class CheckpointIO(Protocol):
+    """The ``checkpoint_io`` provider: how checkpoint files reach storage and come back, Lightning's
+    ``CheckpointIO`` shape. The strategy calls it (``save_checkpoint`` and ``remove_checkpoint`` on global rank
+    zero, ``load_checkpoint`` on every process), so do the checkpoint plugin's background writer and its top-k
+    removals. ``surge.checkpoint.FileCheckpointIO`` (crash-safe files with a commit marker, any fsspec URL) is
+    the default. ``trusted``: the caller allows unpickling code (``fit(..., trusted=True)``); without it a
+    reader must refuse anything ``torch.load(weights_only=True)`` refuses."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str, storage_options: Any = None) -> None: ...
+
+    def load_checkpoint(self, path: str, *, trusted: bool = False) -> dict[str, Any]: ...
+
+    def remove_checkpoint(self, path: str) -> None: ...
+
+
+class Tuner(Protocol):
+    """The ``tuner`` provider: ``Trainer.tune(model, ...)`` is ``tuner.tune(trainer, model, train_dataloaders=...,
+    val_dataloaders=..., datamodule=..., **options)``, ``options`` being ``Trainer.tune``'s other keyword
+    arguments (Lightning's ``lr_find_kwargs``, ``scale_batch_size_kwargs``); what it returns is what
+    ``Trainer.tune`` returns. The tuner owns its settings (its plugin's ``config`` and ``switches``)."""
+
+    def tune(
+        self,
+        trainer: Any,
+        model: Any,
+        train_dataloaders: Any = None,
+        val_dataloaders: Any = None,
+        datamodule: Any = None,
+        **options: Any,
+    ) -> dict[str, Any]: ...
+
+
+class Compiler(Protocol):
+    """The object of the plugin with ``role="compiler"``: for ``trainer.fit(torch.compile(model))`` the core runs
+    ``model`` itself and calls ``adopt(wrapper)`` with the ``torch.compile`` wrapper before the run, so that the
+    run compiles with the wrapper's settings."""
+
+    def adopt(self, compiled: Any) -> None: ...
+
+
+_MEMBERS: Mapping[type, Mapping[str, tuple[tuple[Any, ...], dict[str, Any], str]]] = {
+    CheckpointIO: {
+        "save_checkpoint": (({}, "path"), {}, "save_checkpoint(checkpoint, path, storage_options=None)"),
+        "load_checkpoint": (("path",), {"trusted": False}, "load_checkpoint(path, *, trusted=False)"),
+        "remove_checkpoint": (("path",), {}, "remove_checkpoint(path)"),
+    },
+    Tuner: {
+        "tune": (
+            ("trainer", "model"),
+            {"train_dataloaders": None, "val_dataloaders": None, "datamodule": None},
+            "tune(trainer, model, train_dataloaders=None, val_dataloaders=None, datamodule=None, **options)",
+        )
+    },
+    Compiler: {"adopt": (("wrapper",), {}, "adopt(compiled)")},
+}
+"""Per protocol, each method with the arguments the core passes it and the signature to name in errors."""
+
+
+def missing_members(obj: object, protocol: type) -> list[str]:
+    """The methods of ``protocol`` (:class:`CheckpointIO`, :class:`Tuner`, :class:`Compiler`) that ``obj`` (an
+    object, or a class: its methods unbound) lacks or cannot be called the way the core calls them, each as
+    ``name(signature)``."""
+    missing = []
+    for name, (args, kwargs, signature) in _MEMBERS[protocol].items():
+        member = getattr(obj, name, None)
+        if isinstance(obj, type) and inspect.isfunction(member):
+            args = (None, *args)  # a class's plain method: called on an instance
+        if not callable(member) or not _binds(member, args, kwargs):
+            missing.append(signature)
+    return missing
+
+
+def role_problem(obj: object, what: str) -> str | None:
+    """What is wrong with ``obj``'s ``surge_callback_role`` (:class:`CallbackRole`), naming ``what``; ``None``
+    when it has none or a valid one."""
+    role = getattr(obj, "surge_callback_role", None)
+    if role is None or (isinstance(role, str) and role in ROLES):
+        return None
+    close = difflib.get_close_matches(str(role), ROLES, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"{what}: surge_callback_role must be one of {list(ROLES)} (surge.events.protocols.CallbackRole); got "
+        f"{role!r}. {hint}Leave it out (or None) for an object that fills no role"
+    )
+
+
 _KINDS = ("participant", "observer")
 
 
@@ -72,6 +198,9 @@ def problems(obj: object, what: str, events: Iterable[str]) -> list[str]:
             f"{what}: has {'state_dict' if saves else 'load_state_dict'} but not {missing}; a stateful plugin needs "
             "both (surge.events.protocols.Stateful), or its state is saved and never restored"
         )
+    role = role_problem(obj, what)
+    if role is not None:
+        found.append(role)
     key = getattr(obj, "state_key", None)
     if key is not None and (not isinstance(key, str) or not key):
         found.append(f"{what}: state_key must be a non-empty string; got {key!r}")
@@ -105,4 +234,14 @@ def _takes(fn: object, count: int) -> bool:
         inspect.signature(fn).bind(*range(count))
     except (TypeError, ValueError):
         return False
+    return True
+
+
+def _binds(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): trust it
+        return True
     return True

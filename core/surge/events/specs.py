@@ -34,7 +34,9 @@ hookspec = pluggy.HookspecMarker("surge")
 
 @hookspec
 def init_start(event: ev.InitStart) -> None:
-    """When ``Trainer(...)`` has validated its arguments and activated its plugins, before it builds anything else.
+    """In ``Trainer(...)``, as soon as its arguments are validated, its plugins activated and its bus built: before
+    it checks the plugins' state keys and builds its run state (metrics, data slots, accumulation). ``trainer.state``
+    exists (all counters at zero); the Module and the data do not.
 
     May change: Nothing: the trainer is not ready to run. Use it to check the configuration.
     """

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from surge._logging import route_stdlib
 from surge.errors import LabError, PluginConflictError, PluginError
 from surge.events import Event, event_problems
+from surge.events.protocols import ROLES, CheckpointIO, Compiler, Tuner, missing_members
 from surge.plugins import _pinned
 from surge.settings import SurgeSettings
 
@@ -39,12 +40,16 @@ ENTRY_POINT_GROUP = "surge.plugins"
 Kind = Literal["provider", "participant", "observer"]
 Status = Literal["active", "available", "blocked", "failed"]
 
-ROLES = ("logger", "progress", "checkpoint", "model_summary")
-"""Roles the Trainer's switches act on: ``logger=``, ``enable_progress_bar``, ``enable_checkpointing``,
-``enable_model_summary``."""
-
 PROVIDER_SLOTS = ("accelerator", "strategy", "precision", "checkpoint_io", "profiler", "tuner")
-"""Trainer arguments whose string values name a provider."""
+"""The kinds of provider: ``accelerator=``, ``strategy=``, ``precision=``, ``checkpoint_io=`` and ``profiler=`` choose
+one by name; ``Trainer.tune`` uses the ``tuner`` (the one its plugin's switches or ``plugins=`` asked for)."""
+
+SLOT_PROTOCOLS: Mapping[str, type] = {"checkpoint_io": CheckpointIO, "tuner": Tuner}
+"""The protocol (:mod:`surge.events.protocols`) the objects of a slot follow; the others subclass the base classes
+of :mod:`surge.plugins.backends` or, for profilers, only handle events."""
+
+ROLE_PROTOCOLS: Mapping[str, type] = {"compiler": Compiler}
+"""The protocol the object of a plugin in a role follows, where the core calls it."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
 _VALUE = re.compile(r"^[\w.]+\s*(:\s*[\w.]+\s*)?(\[.*\]\s*)?$")  # importlib.metadata's entry point syntax
@@ -61,7 +66,9 @@ class Plugin:
       are registered; ``config`` (a pydantic model) validates those settings first. ``default=True``
       makes it active unless switched off; otherwise it is active on request
       (``Trainer(plugins=["name"])`` or ``plugins={"name": {...settings}}``).
-    * ``role`` ties it to a Trainer switch: ``logger``, ``progress``, ``checkpoint``, ``model_summary``.
+    * ``role`` is the part it plays (:data:`surge.events.protocols.ROLES`): the Trainer's switches act on
+      ``logger``, ``progress``, ``checkpoint`` and ``model_summary``; an object passed in with that
+      ``surge_callback_role`` replaces a default plugin of the role; the core calls the ``compiler``.
     * ``switches`` claims Trainer arguments: ``{"max_time": lambda value: {"duration": value} if value else
       None}`` maps the argument's value to this plugin's settings (``None``: the value asks for nothing), and a
       run whose argument asks switches the plugin on with them. The distribution also names each argument in
@@ -88,15 +95,35 @@ class Plugin:
         if self.kind not in ("provider", "participant", "observer"):
             problems.append(f"kind {self.kind!r} must be 'provider', 'participant' or 'observer'")
         if self.kind == "provider":
-            unknown = sorted(set(self.provides) - set(PROVIDER_SLOTS) - {"logger"})
+            unknown = sorted(set(self.provides) - set(PROVIDER_SLOTS))
             if not self.provides:
                 problems.append("a provider must fill `provides`, e.g. {'accelerator': {'cpu': CPUAccelerator}}")
+            if "logger" in unknown:
+                problems.append(
+                    "'logger' is not a provider slot: a logger is an observer plugin with role='logger' "
+                    "(kind='observer', factory=...), which Trainer(logger=...) chooses by name"
+                )
+                unknown.remove("logger")
             if unknown:
                 problems.append(f"`provides` has unknown slots {unknown}; slots are {list(PROVIDER_SLOTS)}")
+            for slot, protocol in SLOT_PROTOCOLS.items():
+                for name, factory in dict(self.provides.get(slot) or {}).items():
+                    if isinstance(factory, type) and (missing := missing_members(factory, protocol)):
+                        problems.append(
+                            f"{slot} '{name}': {factory.__qualname__} lacks {', '.join(missing)} "
+                            f"(surge.events.protocols.{protocol.__name__})"
+                        )
         elif self.factory is None:
             problems.append(f"a {self.kind} needs a `factory` that builds its hook-implementing object")
         if self.role is not None and self.role not in ROLES:
             problems.append(f"role {self.role!r} must be one of {list(ROLES)}")
+        role_protocol = ROLE_PROTOCOLS.get(self.role or "")
+        if role_protocol is not None and isinstance(self.factory, type):
+            if missing := missing_members(self.factory, role_protocol):
+                problems.append(
+                    f"role {self.role!r}: {self.factory.__qualname__} lacks {', '.join(missing)} "
+                    f"(surge.events.protocols.{role_protocol.__name__})"
+                )
         from surge.config import TrainerConfig
 
         if not isinstance(self.switches, Mapping):

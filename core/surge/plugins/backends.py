@@ -15,7 +15,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from surge.checkpoint import FileCheckpointIO
 from surge.errors import SurgeError
+from surge.events.protocols import CheckpointIO
 
 __all__ = ["Accelerator", "Strategy", "Precision", "move_to_device"]
 
@@ -243,22 +245,29 @@ class Strategy:
     ) -> None:
         optimizer.load_state_dict(dict(state))
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], url: str) -> None:
-        """Write ``checkpoint`` to ``url``; called on every process. The base class writes one file, crash-safely
-        (:func:`surge.checkpoint.save`), on global rank zero; a sharding strategy has every process write."""
-        if self.is_global_zero:
-            from surge.checkpoint import save
+    checkpoint_io: CheckpointIO = FileCheckpointIO()
+    """What writes, reads and removes checkpoint files (:class:`surge.events.protocols.CheckpointIO`): the
+    Trainer's ``checkpoint_io=`` (or one passed in ``plugins=``) when given, else crash-safe files
+    (:class:`surge.checkpoint.FileCheckpointIO`)."""
 
-            save(checkpoint, url)
+    def save_checkpoint(self, checkpoint: dict[str, Any], url: str) -> None:
+        """Write ``checkpoint`` to ``url``; called on every process. The base class writes one file through
+        :attr:`checkpoint_io` on global rank zero; a sharding strategy has every process write its shards."""
+        if self.is_global_zero:
+            self.checkpoint_io.save_checkpoint(checkpoint, url)
 
     def load_checkpoint(
         self, url: str, module: nn.Module, optimizers: Sequence[torch.optim.Optimizer], *, trusted: bool = False
     ) -> dict[str, Any]:
-        """Read the checkpoint at ``url`` on every process (:func:`surge.checkpoint.load`); a sharding
-        strategy reads its shards into the layout of ``module`` and ``optimizers``."""
-        from surge.checkpoint import load
+        """Read the checkpoint at ``url`` on every process through :attr:`checkpoint_io`; a sharding strategy
+        reads its shards into the layout of ``module`` and ``optimizers``."""
+        return self.checkpoint_io.load_checkpoint(url, trusted=trusted)
 
-        return load(url, trusted=trusted)
+    def remove_checkpoint(self, url: str) -> None:
+        """Delete the checkpoint at ``url`` through :attr:`checkpoint_io`, on global rank zero (where the
+        checkpoint plugin removes the files that left its top k)."""
+        if self.is_global_zero:
+            self.checkpoint_io.remove_checkpoint(url)
 
     def teardown(self) -> None:
         self.accelerator.teardown()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loguru import logger
 from pydantic import ValidationError
 
 from surge import plugins as _plugins
@@ -14,7 +15,8 @@ from surge.config import TrainerConfig, format_validation_error
 from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
 from surge.events import Event
 from surge.events.bus import Subscriber, Tier, Timing, timing
-from surge.plugins import Catalog, PluginRecord
+from surge.events.protocols import CheckpointIO, Tuner, missing_members, role_problem
+from surge.plugins import ROLE_PROTOCOLS, Catalog, PluginRecord
 from surge.plugins._first_party import SYNONYMS, install_hint
 from surge.plugins.backends import Accelerator, Precision, Strategy, api_names
 from surge.settings import SurgeSettings
@@ -57,13 +59,15 @@ def _asks(argument: str, value: Any) -> bool:
 def switched_plugins(config: TrainerConfig) -> set[str]:
     """The plugins whose distributions name, in :data:`SWITCHES_GROUP`, an argument ``config`` sets: requests,
     read from metadata only, so ``SURGE_DISABLE_PLUGIN_AUTOLOAD`` still loads them."""
-    asked = {a for a in _SERVED_BY_PLUGINS if _asks(a, getattr(config, a))}
-    if not asked:
-        return set()
     names: set[str] = set()
     for ep in _plugins.source.entry_points():
         for entry in getattr(getattr(ep, "dist", None), "entry_points", ()):
-            if entry.group == SWITCHES_GROUP and entry.name in asked and entry.value == ep.value:
+            if (
+                entry.group == SWITCHES_GROUP
+                and entry.value == ep.value
+                and entry.name in TrainerConfig.model_fields
+                and _asks(entry.name, getattr(config, entry.name))
+            ):
                 names.add(ep.name)
     return names
 
@@ -93,6 +97,14 @@ def apply_switches(req: Requests, catalog: Catalog, config: TrainerConfig) -> No
         if settings is None:
             continue
         name = record.name
+        model = record.plugin.config if record.plugin is not None else None
+        if model is not None:  # the serving plugin's rules, reported under the argument the user set
+            try:
+                model.model_validate(dict(settings))
+            except ValidationError as exc:
+                for _, message in format_validation_error(exc, "", model=model):
+                    req.problems.append((f"trainer.{argument}", message))
+                continue
         if name in req.off:
             req.problems.append(
                 (f"trainer.{argument}", f"asks for the '{name}' plugin, which trainer.plugins switches off")
@@ -125,6 +137,8 @@ class Requests:
     off: set[str] = field(default_factory=set)
     instances: list[tuple[str, object]] = field(default_factory=list)
     """Objects passed in ``plugins=``/``callbacks=``/``logger=``, each with where it was written."""
+    checkpoint_io: list[tuple[str, object]] = field(default_factory=list)
+    """:class:`~surge.events.protocols.CheckpointIO` objects passed in ``plugins=`` (Lightning's way to give one)."""
     roles_off: set[str] = field(default_factory=set)
     loggers: set[str] | None = None
     """Logger plugins chosen by name; ``None`` means the default loggers."""
@@ -201,6 +215,10 @@ def parse_requests(config: TrainerConfig, fast_dev_run: bool) -> Requests:
 
 
 def _add_instance(req: Requests, obj: object, where: str, problems: list[tuple[str, str]]) -> None:
+    if where.startswith("trainer.plugins") and not isinstance(obj, Strategy):
+        if not missing_members(obj, CheckpointIO):  # Lightning's Trainer(plugins=[MyCheckpointIO()])
+            req.checkpoint_io.append((where, obj))
+            return
     req.instances.append((where, obj))
 
 
@@ -235,9 +253,27 @@ def _add_settings(req: Requests, entries: Mapping[Any, Any], path: str, problems
             problems.append((where, f"got {value!r}: use True, False or a dict of the plugin's settings"))
 
 
+def roles_filled(req: Requests) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The roles the objects passed in fill (:class:`surge.events.protocols.CallbackRole`): role -> where the first
+    of them was written; and the problems of malformed ``surge_callback_role`` values."""
+    filled: dict[str, str] = {}
+    problems = []
+    for where, obj in req.instances:
+        problem = role_problem(obj, f"{type(obj).__module__}.{type(obj).__qualname__}")
+        role = getattr(obj, "surge_callback_role", None)
+        if problem is not None:
+            problems.append((where, problem))
+        elif role is not None:
+            filled.setdefault(role, where)
+    return filled, problems
+
+
 def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber]:
-    """Build the participants and observers that are on, in a deterministic order."""
+    """Build the participants and observers that are on, in a deterministic order. A default plugin whose role
+    an object passed in fills stands aside (is not built) unless the run names it."""
     problems: list[tuple[str, str]] = list(req.problems)
+    filled, role_problems = roles_filled(req)
+    problems += role_problems
     for name in sorted(req.names | req.off):
         record = catalog.records.get(name)
         if name in (req.loggers or ()) and name not in req.on:
@@ -260,6 +296,10 @@ def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber
         assert plugin is not None
         if plugin.kind == "provider" or not _is_on(record, req):
             continue
+        if plugin.role in filled and record.name not in req.names:
+            record.reason = f"stands aside: the object in {filled[plugin.role]} fills its role '{plugin.role}'"
+            logger.info("the default plugin '{}' {}", record.name, record.reason)
+            continue
         try:
             obj = plugin.build(req.on.get(record.name))
         except ValidationError as exc:
@@ -267,6 +307,16 @@ def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber
             continue
         except Exception as exc:
             raise PluginError(f"{record.describe()} failed to build its subscriber: {exc}") from exc
+        protocol = ROLE_PROTOCOLS.get(plugin.role or "")
+        if protocol is not None and (missing := missing_members(obj, protocol)):
+            problems.append(
+                (
+                    f"trainer.plugins.{record.name}",
+                    f"{record.describe()} has role={plugin.role!r} but its object lacks {', '.join(missing)} "
+                    f"(surge.events.protocols.{protocol.__name__})",
+                )
+            )
+            continue
         try:
             obj = adapt(obj, True)  # a plugin written as a Lightning callback
         except PluginError as exc:
@@ -346,6 +396,8 @@ class Providers:
     profiler: object | None = None
     """The profiler chosen by ``profiler=`` (a bus subscriber like the others; see docs/plugins.md,
     "Profilers"), or ``None``."""
+    tuner: Tuner | None = None
+    """The tuner a plugin's switches or ``plugins=`` asked for, built and configured; ``None``: none asked."""
 
     def bus_timing(self, trace: bool) -> Timing | None:
         """How the Trainer's buses time their handlers: ``SURGE_TRACE_PLUGINS`` (``trace``) and the profiler's
@@ -354,10 +406,14 @@ class Providers:
 
 
 def resolve_providers(
-    catalog: Catalog, config: TrainerConfig, settings: Mapping[str, Mapping[str, Any]] | None = None
+    catalog: Catalog,
+    config: TrainerConfig,
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    checkpoint_io: Sequence[tuple[str, object]] = (),
 ) -> Providers:
-    """The accelerator, strategy, precision and profiler ``config`` chooses, built, each configured with its
-    plugin's settings (``settings``: plugin name -> what ``plugins=`` gave it; see :func:`configure`)."""
+    """The accelerator, strategy, precision, checkpoint IO, profiler and tuner ``config`` chooses, built, each
+    configured with its plugin's settings (``settings``: plugin name -> what ``plugins=`` gave it; see
+    :func:`configure`). ``checkpoint_io``: the CheckpointIO objects passed in ``plugins=``, with where."""
     given = settings or {}
     subscribers: list[Subscriber] = []
     accelerators = catalog.providers("accelerator")
@@ -438,6 +494,9 @@ def resolve_providers(
         raise ConfigError([("trainer.strategy", f"got {strategy_arg!r}: a name or a Strategy instance")])
     if config.sync_batchnorm:
         _sync_batchnorm(strategy)
+    io = _resolve_checkpoint_io(catalog, config.checkpoint_io, checkpoint_io, given)
+    if io is not None:
+        strategy.checkpoint_io = io
 
     precision_arg = config.precision
     if isinstance(precision_arg, Precision):
@@ -477,7 +536,98 @@ def resolve_providers(
                 )
             )
     profiler = _resolve_profiler(catalog, config.profiler, subscribers)
-    return Providers(accelerator, strategy, precision, subscribers, profiler)
+    tuner = resolve_tuner(catalog, given) if given else None
+    return Providers(accelerator, strategy, precision, subscribers, profiler, tuner)
+
+
+def _resolve_checkpoint_io(
+    catalog: Catalog, arg: Any, passed: Sequence[tuple[str, object]], given: Mapping[str, Mapping[str, Any]]
+) -> CheckpointIO | None:
+    """``checkpoint_io=`` (a provider's name or an object) or one CheckpointIO object in ``plugins=``; ``None``:
+    neither, and the strategy keeps its own (by default :class:`surge.checkpoint.FileCheckpointIO`)."""
+    chosen = [("trainer.checkpoint_io", arg)] if arg is not None else []
+    chosen += passed
+    if len(chosen) > 1:
+        raise ConfigError(
+            [
+                (
+                    where,
+                    "a second checkpoint IO; a run writes through one: keep one of " + ", ".join(w for w, _ in chosen),
+                )
+                for where, _ in chosen[1:]
+            ]
+        )
+    if not chosen:
+        return None
+    where, obj = chosen[0]
+    if isinstance(obj, str):
+        found = catalog.providers("checkpoint_io")
+        if obj not in found:
+            raise ProviderError(_missing("checkpoint_io", obj, found, "", catalog))
+        factory, record = found[obj]
+        obj = factory()
+        configure(obj, record, given.get(record.name))
+        record.status = "active"
+        what = f"{record.describe()}'s checkpoint_io '{arg}'"
+    elif isinstance(obj, (bool, int, float, bytes, Mapping, list, tuple)):
+        raise ConfigError([(where, f"got {obj!r}: pass a checkpoint IO's name or object")])
+    else:
+        what = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    missing = missing_members(obj, CheckpointIO)
+    if missing:
+        raise ConfigError(
+            [
+                (
+                    where,
+                    f"{what} is no checkpoint IO: it lacks {', '.join(missing)} (surge.events.protocols.CheckpointIO)",
+                )
+            ]
+        )
+    return obj  # type: ignore[return-value]
+
+
+def resolve_tuner(catalog: Catalog, given: Mapping[str, Mapping[str, Any]], required: bool = False) -> Tuner | None:
+    """The ``tuner`` provider of the plugin ``given`` switches on (its ``switches``, or ``plugins=``), built and
+    configured; with none switched on, ``None``, or when ``required`` (``Trainer.tune``) the only tuner installed,
+    with its defaults. No tuner, or several to choose from, is an error naming them (and why one is not loaded)."""
+    tuners = catalog.providers("tuner")
+    asked = sorted(name for name, (_, record) in tuners.items() if record.name in given)
+    candidates = asked or (sorted(tuners) if required else [])
+    if not candidates:
+        if required:
+            raise ProviderError(f"trainer.tune() needs a tuner provider: {_no_tuner(catalog)}")
+        return None
+    if len(candidates) > 1:
+        owners = ", ".join(tuners[name][1].describe() for name in candidates)
+        raise ProviderError(
+            f"trainer.tune(): several tuners could run ({owners}); choose one with plugins=['<its plugin>'] or "
+            "uninstall the others"
+        )
+    factory, record = tuners[candidates[0]]
+    tuner = factory()
+    configure(tuner, record, given.get(record.name))
+    missing = missing_members(tuner, Tuner)
+    if missing:
+        raise PluginError(
+            f"{record.describe()}'s tuner {type(tuner).__qualname__} lacks {', '.join(missing)} "
+            "(surge.events.protocols.Tuner)"
+        )
+    record.status = "active"
+    return tuner  # type: ignore[no-any-return]
+
+
+def _no_tuner(catalog: Catalog) -> str:
+    declared = declared_providers()
+    owners = [
+        catalog.records[p]
+        for p, pairs in declared.items()
+        if p in catalog.records and any(s == "tuner" for s, _ in pairs)
+    ]
+    if owners:
+        return "; ".join(
+            f"{r.describe()} provides one but is {r.status}: {r.reason}{_how_to_load(r, r.name)}" for r in owners
+        )
+    return f"none is installed.{install_hint('tuner')}"
 
 
 def _sync_batchnorm(strategy: Strategy) -> None:
@@ -660,8 +810,8 @@ def _chosen_providers(config: TrainerConfig) -> set[tuple[str, str | None]]:
         chosen.add(("precision", str(config.precision)))
     if isinstance(config.profiler, str):
         chosen.add(("profiler", config.profiler))
-    if config.auto_lr_find or config.auto_scale_batch_size:
-        chosen.add(("tuner", None))
+    if isinstance(config.checkpoint_io, str):
+        chosen.add(("checkpoint_io", config.checkpoint_io))
     return chosen
 
 

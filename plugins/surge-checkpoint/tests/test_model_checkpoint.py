@@ -258,9 +258,21 @@ def test_several_instances_side_by_side(fit, names, tmp_path):
     assert by_score.state_key != by_steps.state_key
     assert len(names(tmp_path / "best")) == 2 and len(names(tmp_path / "steps")) == 4
     assert not (tmp_path / "root" / "surge_runs" / "version_0" / "checkpoints").exists()  # the default stood aside
-    plugins = load(by_steps.best_model_path)["plugins"]
-    assert {by_score.state_key, by_steps.state_key, "checkpoint"} <= set(plugins)
-    assert _plugin(trainer).surge_checkpoint_path("last") is None
+    assert set(load(by_steps.best_model_path)["plugins"]) == {by_score.state_key, by_steps.state_key}
+    # the default is not in the run at all: the selection left it out, as the event order shows
+    assert "checkpoint" not in trainer.plugin_names
+    assert [n for n in trainer.event_order("validation_end") if "checkpoint" in n.lower()] == [
+        by_score.state_key,
+        by_steps.state_key,
+    ]
+    assert trainer.checkpoint_callbacks == [by_score, by_steps]
+
+
+def test_naming_the_default_keeps_it_beside_instances(fit, names, tmp_path):
+    mine = ModelCheckpoint(dirpath=tmp_path / "mine", every_n_epochs=1)
+    trainer = fit([mine, "checkpoint"], max_epochs=1)
+    assert trainer.checkpoint_callbacks == [_plugin(trainer), mine]  # discovered plugins first, then objects
+    assert names(tmp_path / "mine") == names(f"{trainer.run_dir}/checkpoints") == ["epoch=0-step=4.ckpt"]
 
 
 def test_two_identical_instances_are_refused(make_trainer, tmp_path):
@@ -355,9 +367,8 @@ def test_best_without_a_monitor_is_the_newest_top_k(fit, tmp_path):
 
 
 def _plugin(trainer: surge.Trainer) -> ModelCheckpoint:
-    (callback,) = [
-        c for c in surge_checkpoint._callback._RUNS.get(trainer, []) if c.state_key == "checkpoint"
-    ]  # the object the checkpoint plugin's factory built for this Trainer
+    callback = trainer.plugin("checkpoint")  # the object the checkpoint plugin's factory built for this Trainer
+    assert isinstance(callback, ModelCheckpoint)
     return callback
 
 

@@ -15,7 +15,7 @@ import pytest
 import surge
 import torch
 from surge.testing import PluginEnv, TinyDataModule, TinyModule, assert_discovered
-from surge_tuner import LRFinder, Tuner
+from surge_tuner import LRFinder, TuneConfig, Tuner
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -375,6 +375,23 @@ def test_batch_size_finder_refuses_what_it_cannot_scale(make_quiet):
 
 def test_the_tuner_is_a_discovered_provider():
     assert_discovered("tuner", distribution="surge-tuner", kind="provider")
+
+
+def test_the_tuner_owns_its_trainer_arguments(make_quiet, monkeypatch):
+    plugin = assert_discovered("tuner", distribution="surge-tuner", kind="provider")
+    assert set(plugin.switches) == {"auto_lr_find", "auto_scale_batch_size"} and plugin.config is TuneConfig
+    monkeypatch.setenv("SURGE_DISABLE_PLUGIN_AUTOLOAD", "1")  # the argument requests the plugin (surge.switches)
+    trainer = make_quiet(auto_scale_batch_size="binsearch")
+    assert trainer.catalog.records["tuner"].status == "active"
+    assert trainer.catalog.records["csv"].status == "blocked"  # nothing else was loaded
+
+
+def test_the_settings_may_come_from_plugins_too(make_quiet):
+    model = OutOfMemory(8)
+    result = make_quiet(plugins={"tuner": {"auto_scale_batch_size": "power"}}).tune(model, datamodule=data())
+    assert result == {"lr_find": None, "scale_batch_size": 8}
+    with pytest.raises(surge.ConfigError, match=r"trainer.plugins.tuner.auto_lr_find: got '': .*use True, or the name"):
+        make_quiet(plugins={"tuner": {"auto_lr_find": ""}})
 
 
 def test_tune_without_a_tuner_says_what_to_install(make_quiet):

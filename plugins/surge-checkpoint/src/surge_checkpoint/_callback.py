@@ -30,6 +30,7 @@ from surge_checkpoint._writer import AsyncWriter, WriteError
 
 if TYPE_CHECKING:
     from surge import events as ev
+    from surge.events.protocols import CheckpointIO
 
 __all__ = ["CheckpointConfig", "ModelCheckpoint"]
 
@@ -113,8 +114,8 @@ class ModelCheckpoint:
     """Saves checkpoints during ``fit``: on a schedule, keeping the best ``save_top_k`` by ``monitor``.
 
     The ``checkpoint`` plugin builds one from its settings in every run (switch it off with
-    ``Trainer(enable_checkpointing=False)``); pass instances in ``Trainer(plugins=[ModelCheckpoint(...)])``
-    for other schedules, and the default one stands aside. Arguments are those of :class:`CheckpointConfig`.
+    ``Trainer(enable_checkpointing=False)``); pass instances in ``Trainer(callbacks=[ModelCheckpoint(...)])``
+    for other schedules, and the default one stands aside (they fill its role, ``surge_callback_role``). Arguments are those of :class:`CheckpointConfig`.
 
     * **When**: after validation (or at the end of the training epoch when no validation runs) every
       ``every_n_epochs``, or every ``every_n_train_steps`` optimizer steps, or when ``train_time_interval``
@@ -186,8 +187,6 @@ class ModelCheckpoint:
 
         # Per run.
         self._plugin_key: str | None = None  # set by the `checkpoint` plugin's factory
-        self._configured = True  # False for the plugin's unconfigured default: it stands aside for instances
-        self._active = True
         self._trainer: weakref.ReferenceType[surge.Trainer] | None = None
         self._writer = AsyncWriter()
         self._outcome: _Outcome | None = None  # of the save in the background writer, reported once collected
@@ -235,11 +234,10 @@ class ModelCheckpoint:
         """The bus name of an instance passed in ``plugins=[...]`` (distinct settings give distinct names)."""
         return self.state_key
 
-    @property
-    def surge_callback_role(self) -> str | None:
-        """``trainer.checkpoint_callback(s)`` returns this instance, unless it is the default one standing aside."""
-        trainer = self._trainer() if self._trainer else None
-        return None if trainer is not None and self._stands_aside(trainer) else "checkpoint"
+    surge_callback_role = "checkpoint"
+    """The role it fills (``surge.events.protocols.CallbackRole``): ``trainer.checkpoint_callbacks`` lists it, and an
+    instance passed in ``callbacks=``/``plugins=`` makes the default ``checkpoint`` plugin stand aside, unless
+    the run names it (``plugins=["checkpoint"]``, or with settings)."""
 
     def __repr__(self) -> str:
         return self.state_key
@@ -248,7 +246,6 @@ class ModelCheckpoint:
     @surge.hookimpl
     def init_start(self, event: ev.InitStart) -> None:
         self._trainer = weakref.ref(event.trainer)
-        _RUNS.setdefault(event.trainer, []).append(self)
 
     @surge.hookimpl
     def setup(self, event: ev.Setup) -> None:
@@ -257,10 +254,6 @@ class ModelCheckpoint:
         # The events are this run's when the `checkpoint` plugin is active (an instance passed in plugins=[...]
         # beside enable_checkpointing=False has no plugin declaring them); rank zero commits and removes files.
         self._publishes = trainer.is_global_zero and CheckpointSaved.name in trainer.event_names
-        self._active = not self._stands_aside(trainer)
-        if not self._active:
-            logger.info("the default checkpoint plugin stands aside: ModelCheckpoint instances were passed in plugins=")
-            return
         if not self._dirpath_given:
             self.dirpath = _files.join(trainer.run_dir, "checkpoints") if trainer.run_dir else None
         if event.stage != "fit":
@@ -286,8 +279,6 @@ class ModelCheckpoint:
         """The bus reads this when a run starts: without a step schedule, asynchronous saves or ranks that
         must agree on a preemption step, ``train_batch_end`` has nothing to do, so it is not dispatched."""
         trainer = self._trainer() if self._trainer else None
-        if trainer is not None and self._stands_aside(trainer):
-            return frozenset({"train_batch_end"})  # the default plugin beside a ModelCheckpoint of the user's
         agree = bool(self.preemption_signals) and trainer is not None and trainer.world_size > 1
         if self.every_n_train_steps or self.train_time_interval is not None or self.async_save or agree:
             return frozenset()
@@ -324,13 +315,13 @@ class ModelCheckpoint:
     @surge.hookimpl
     def train_epoch_end(self, event: ev.TrainEpochEnd) -> None:
         trainer = event.trainer
-        if self._active and self._on_train_epoch_end(trainer) and not self._skip(trainer):
+        if self._on_train_epoch_end(trainer) and not self._skip(trainer):
             self._save(trainer, topk=self._epoch_due(trainer))
 
     @surge.hookimpl
     def validation_end(self, event: ev.ValidationEnd) -> None:
         trainer = event.trainer
-        if self._active and not self._on_train_epoch_end(trainer) and not self._skip(trainer):
+        if not self._on_train_epoch_end(trainer) and not self._skip(trainer):
             self._save(trainer, topk=self._epoch_due(trainer))
 
     @surge.hookimpl
@@ -425,8 +416,6 @@ class ModelCheckpoint:
           hyper-parameters added or dropped) is used; restoring it warns with the difference.
         * Without a Module (before any run) nothing is filtered."""
         trainer = self._trainer() if self._trainer else None
-        if trainer is not None and self._stands_aside(trainer):
-            return None
         if alias == "last":
             return self._find_last(trainer)
         if alias == "best":
@@ -553,15 +542,10 @@ class ModelCheckpoint:
         return dirs + ([self.dirpath] if self.dirpath and self.dirpath not in dirs else [])
 
     # -- deciding ---------------------------------------------------------------------------------------
-    def _stands_aside(self, trainer: surge.Trainer) -> bool:
-        if self._plugin_key is None or self._configured:
-            return False
-        return any(other._plugin_key is None for other in _RUNS.get(trainer, ()))
-
     def _leads_preemption(self, trainer: surge.Trainer) -> bool:
-        """One instance per run handles the signals: the first active one that has any."""
-        for other in _RUNS.get(trainer, ()):
-            if other.preemption_signals and not other._stands_aside(trainer):
+        """One instance per run handles the signals: the first of the run's checkpoint callbacks that has any."""
+        for other in trainer.checkpoint_callbacks:
+            if getattr(other, "preemption_signals", None):
                 return other is self
         return False
 
@@ -784,13 +768,14 @@ class ModelCheckpoint:
                     trainer.save_checkpoint(path, weights_only=weights_only)
                     outcome.committed.append(path)
                 if trainer.is_global_zero:
-                    _remove(removals, outcome.removed)
+                    _remove(trainer.strategy.checkpoint_io, removals, outcome.removed)
             finally:  # a failing save still reports the files committed before it
                 self._report(outcome)
             return
         checkpoint = trainer.dump_checkpoint(weights_only=weights_only)  # every rank: dumping may be collective
         if trainer.is_global_zero:
-            job = partial(_write_files, snapshot(checkpoint), writes, removals, outcome)
+            io = trainer.strategy.checkpoint_io
+            job = partial(_write_files, io, snapshot(checkpoint), writes, removals, outcome)
             self._writer.submit(job, ", ".join(writes))
             self._outcome = outcome
 
@@ -842,11 +827,8 @@ class ModelCheckpoint:
         if trainer is None or not trainer.is_global_zero:
             return
         kept = {*self.best_k_models, self.best_model_path, self.last_model_path}
-        _remove([p for p in paths if p not in kept and self._owns(p) and _files.exists(p)])
-
-
-_RUNS: weakref.WeakKeyDictionary[surge.Trainer, list[ModelCheckpoint]] = weakref.WeakKeyDictionary()
-"""Every ModelCheckpoint of a Trainer, in bus order (the default one stands aside for instances)."""
+        io = trainer.strategy.checkpoint_io
+        _remove(io, [p for p in paths if p not in kept and self._owns(p) and _files.exists(p)])
 
 
 def _experiment(trainer: surge.Trainer | None) -> dict[str, Any] | None:
@@ -922,22 +904,26 @@ class _Outcome:
     removed: list[str] = field(default_factory=list)
 
 
-def _write_files(checkpoint: dict[str, Any], writes: list[str], removals: list[str], outcome: _Outcome) -> None:
-    """The background writer's job: commit every file, then remove what they replace."""
+def _write_files(
+    io: CheckpointIO, checkpoint: dict[str, Any], writes: list[str], removals: list[str], outcome: _Outcome
+) -> None:
+    """The background writer's job: commit every file through the run's checkpoint IO, then remove what they
+    replace."""
     for path in writes:
         try:
-            store.save(checkpoint, path)
+            io.save_checkpoint(checkpoint, path)
         except Exception as exc:
             raise WriteError(f"the asynchronous checkpoint save to {path} failed: {type(exc).__name__}: {exc}") from exc
         outcome.committed.append(path)
-    _remove(removals, outcome.removed)
+    _remove(io, removals, outcome.removed)
 
 
-def _remove(paths: Sequence[str], removed: list[str] | None = None) -> None:
-    """Remove each checkpoint (data and marker); those that are gone afterwards are added to ``removed``."""
+def _remove(io: CheckpointIO, paths: Sequence[str], removed: list[str] | None = None) -> None:
+    """Remove each checkpoint through the run's checkpoint IO (``surge.checkpoint.FileCheckpointIO``: marker, then
+    data); those that are gone afterwards are added to ``removed``."""
     for path in paths:
         try:
-            store.remove(path)
+            io.remove_checkpoint(path)
         except FileNotFoundError:
             pass
         except Exception as exc:  # a leftover file wastes space; it must not stop training
@@ -970,5 +956,4 @@ def build(**settings: Any) -> ModelCheckpoint:
     """The ``checkpoint`` plugin's factory: one ModelCheckpoint per run, its state under ``"checkpoint"``."""
     callback = ModelCheckpoint(**settings)
     callback._plugin_key = PLUGIN_NAME
-    callback._configured = settings != dict(CheckpointConfig.model_validate({}))
     return callback

@@ -5,7 +5,7 @@
   fires: after the precision converted the Module and the strategy placed or wrapped it (DDP, FSDP), so the
   compiled code runs inside the strategy's wrapper, the order torch asks for.
 * ``trainer.fit(torch.compile(model))``, as in Lightning: the Trainer trains ``model`` itself and hands the
-  wrapper to this plugin, which compiles ``model.forward`` with the wrapper's own ``torch.compile`` settings.
+  wrapper to this plugin (the ``compiler`` role, :class:`surge.events.protocols.Compiler`), which compiles ``model.forward`` with the wrapper's own ``torch.compile`` settings.
 * Recompilations are counted and explained: ``compile/recompiles`` and ``compile/seconds`` go to every logger
   after a step that compiled, and each recompilation is a warning with the guard that failed.
 
@@ -264,5 +264,6 @@ plugin = surge.Plugin(
     factory=CompiledForward,
     config=CompileConfig,
     default=False,
+    role="compiler",  # trainer.fit(torch.compile(model)) hands the wrapper to adopt() (surge.events.protocols.Compiler)
     description="torch.compile of the Module's forward; recompilations logged with their reasons",
 )

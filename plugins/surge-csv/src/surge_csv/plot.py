@@ -2,6 +2,9 @@
 
 Metrics that differ only by their stage prefix (``train_``, ``val_``, ``test_``) or their ``_step``/``_epoch``
 suffix share one panel, so training and validation loss sit on the same axes.
+
+The command comes with surge-csv, which writes the file, through the ``surge.commands`` entry-point group
+(``plot = "surge_csv.plot:command"``); matplotlib is its optional dependency: ``pip install 'surge-csv[plot]'``.
 """
 
 from __future__ import annotations
@@ -13,25 +16,22 @@ import math
 from collections.abc import Sequence
 
 import fsspec
-
-from surge.errors import SurgeError
+import surge
+from surge import SurgeError
 
 PREFIXES = ("train_", "training_", "val_", "validation_", "test_")
 SUFFIXES = ("_step", "_epoch")
 AXES = ("step", "epoch")
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    plot = commands.add_parser(
-        "plot",
-        help="plot a run's metrics.csv (train and validation on shared axes) to a PNG",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
+__all__ = ["command", "load", "points", "render", "select", "stem"]
+
+
+def _arguments(plot: argparse.ArgumentParser) -> None:
     plot.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (surge_runs/version_N) or its metrics.csv")
     plot.add_argument("--metrics", nargs="+", metavar="NAME", help="only these metrics (full names or shared stems)")
     plot.add_argument("-o", "--output", metavar="PNG", help="where to write (default: RUN_DIR/metrics.png)")
     plot.add_argument("--x", choices=AXES, default="step", help="x axis: optimizer step (default) or epoch")
-    plot.set_defaults(run=_plot)
 
 
 def stem(name: str) -> str:
@@ -103,9 +103,7 @@ def render(
     try:
         import matplotlib
     except ImportError:
-        raise SurgeError(
-            "surge plot needs matplotlib: `pip install 'surge[plot]'` (or `pip install matplotlib`)"
-        ) from None
+        raise SurgeError("surge plot needs matplotlib: `pip install 'surge-csv[plot]'`") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -139,3 +137,15 @@ def _plot(args: argparse.Namespace) -> int:
     render(series, panels, args.x, "/".join(base.rstrip("/").split("/")[-2:]), out)
     print(f"wrote {out} ({len(panels)} panel{'s' if len(panels) != 1 else ''}: {', '.join(panels)})")
     return 0
+
+
+command = surge.Command(
+    name="plot",
+    help="plot a run's metrics.csv (train and validation on shared axes) to a PNG",
+    description="The curves of a run's metrics.csv as a PNG: metrics that differ only by stage or by "
+    "_step/_epoch share a panel.",
+    register=_arguments,
+    run=_plot,
+    requires={"matplotlib": "surge-csv[plot]"},
+)
+"""``surge plot``, surge-csv's entry point in the ``surge.commands`` group."""

@@ -1,4 +1,4 @@
-"""``surge plot``: metrics.csv to a PNG, with train and validation curves sharing panels."""
+"""``surge plot`` (surge-csv's command): metrics.csv to a PNG, with train and validation curves sharing panels."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from surge.cli import main
-from surge.cli import plot as _cli_plot
 from surge.testing import TinyDataModule, TinyModule
+from surge_csv import plot
 
 CSV = """step,epoch,val_loss,val_acc,train_loss_epoch,train_loss_step
 5,0,,,,2.0
@@ -26,7 +26,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_stems_group_stages_and_reductions() -> None:
-    assert [_cli_plot.stem(n) for n in ("val_loss", "train_loss_epoch", "train_loss_step", "lr-SGD", "val_")] == [
+    assert [plot.stem(n) for n in ("val_loss", "train_loss_epoch", "train_loss_step", "lr-SGD", "val_")] == [
         "loss",
         "loss",
         "loss",
@@ -37,14 +37,14 @@ def test_stems_group_stages_and_reductions() -> None:
 
 def test_panels_points_and_selection(tmp_path: Path) -> None:
     (tmp_path / "metrics.csv").write_text(CSV)
-    _, series = _cli_plot.load(str(tmp_path))
-    assert _cli_plot.select(series, None) == {
+    _, series = plot.load(str(tmp_path))
+    assert plot.select(series, None) == {
         "loss": ["train_loss_step", "val_loss", "train_loss_epoch"],
         "acc": ["val_acc"],
     }
-    assert _cli_plot.select(series, ["acc"]) == {"acc": ["val_acc"]}
-    assert _cli_plot.points(series["train_loss_step"], "step") == ([5.0, 10.0, 15.0], [2.0, 1.0, 0.5])
-    assert _cli_plot.points(series["train_loss_step"], "epoch") == ([0.0, 1.0], [1.5, 0.5])  # epoch means
+    assert plot.select(series, ["acc"]) == {"acc": ["val_acc"]}
+    assert plot.points(series["train_loss_step"], "step") == ([5.0, 10.0, 15.0], [2.0, 1.0, 0.5])
+    assert plot.points(series["train_loss_step"], "epoch") == ([0.0, 1.0], [1.5, 0.5])  # epoch means
 
 
 def test_a_real_run_plots_to_png(make_trainer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
