@@ -13,6 +13,7 @@ from surge.errors import ConfigError, PluginError, SurgeError
 from surge.events.hooks import hookimpl
 from surge.plugins import Plugin
 from surge.plugins.backends import Accelerator, Precision, Strategy
+from surge.plugins.signature import settings_model, validated
 from surge.seed import seed_everything
 
 __version__ = "0.1.0"
@@ -33,4 +34,6 @@ __all__ = [
     "events",
     "hookimpl",
     "seed_everything",
+    "settings_model",
+    "validated",
 ]
