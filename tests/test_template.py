@@ -253,7 +253,7 @@ def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
     assert "grad-norm" in fit["order"] and "grad-norm" in fit["run_plugins"]
 
     rc, out, err = children["tests"].wait()
-    assert rc == 0 and re.search(r"\b7 passed\b", out), f"generated tests failed\n{out}\n{err}"
+    assert rc == 0 and re.search(r"\b8 passed\b", out), f"generated tests failed\n{out}\n{err}"
 
 
 # -- copier update -----------------------------------------------------------------------------------

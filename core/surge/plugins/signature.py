@@ -84,23 +84,24 @@ def _derive(owner: Callable[..., object], function: Callable[..., object], check
         ) from exc
     if isinstance(owner, type):
         parameters = parameters[1:]  # the instance
-    docs = {**param_docs(owner.__doc__ if isinstance(owner, type) else None), **param_docs(target.__doc__)}
+    docs = {**_param_docs(owner.__doc__ if isinstance(owner, type) else None), **_param_docs(target.__doc__)}
     fields: dict[str, Any] = {}
-    extra = "forbid"
+    extra = False  # unknown settings are refused, unless the factory takes **kwargs
     for parameter in parameters:
         if parameter.kind is parameter.VAR_KEYWORD:
-            extra = "allow"
+            extra = True
         if parameter.kind in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL) or parameter.name.startswith("_"):
             continue
         default = ... if parameter.default is parameter.empty else parameter.default
         if parameter.name in docs and not _described(hints.get(parameter.name)):
             default = Field(default, description=docs[parameter.name])
         fields[parameter.name] = (hints.get(parameter.name, Any), default)
-    validators = {"check": model_validator(mode="after")(_after(check))} if check is not None else {}
+    validators: dict[str, Any] = {"check": model_validator(mode="after")(_after(check))} if check else {}
+    config = ConfigDict(extra="allow" if extra else "forbid", arbitrary_types_allowed=True, validate_default=True)
     try:
-        return create_model(  # type: ignore[call-overload,no-any-return]
+        return create_model(
             f"{name.replace('.', '_')}Settings",
-            __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True, validate_default=True),  # type: ignore[typeddict-item]
+            __config__=config,
             __doc__=f"The settings of {name}, derived from its signature.",
             __validators__=validators,
             __module__=getattr(owner, "__module__", None) or __name__,
@@ -128,7 +129,7 @@ def _after(check: Callable[[Any], object]) -> Callable[[Any], Any]:
     return run
 
 
-def param_docs(doc: str | None) -> dict[str, str]:
+def _param_docs(doc: str | None) -> dict[str, str]:
     """Each parameter's description from a docstring's ``Args:`` (or ``Arguments:``, ``Parameters:``) section,
     Google style: ``name: text`` at one indentation, continuation lines below it indented further."""
     docs: dict[str, str] = {}
@@ -163,20 +164,15 @@ def param_docs(doc: str | None) -> dict[str, str]:
 @overload
 def validated(function: Callable[P, R], /) -> Callable[P, R]: ...
 @overload
+def validated(*, check: Callable[[Any], object] | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def validated(
-    *, check: Callable[[Any], object] | None = None, where: str | None = None
-) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
-def validated(
-    function: Callable[P, R] | None = None,
-    /,
-    *,
-    check: Callable[[Any], object] | None = None,
-    where: str | None = None,
+    function: Callable[P, R] | None = None, /, *, check: Callable[[Any], object] | None = None
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a plugin's ``__init__`` so that its arguments are validated by its :func:`settings_model`
     (the model the run config's section is validated by) before the body runs, which receives the validated
     values (``"PT1H"`` given for a ``timedelta`` arrives as one). A problem raises :class:`surge.ConfigError`
-    naming ``<Class>.<parameter>`` (or ``<where>.<parameter>``), with the message the run config gets.
+    naming ``<Class>.<parameter>``, with the message the run config's ``trainer.plugins.<name>.<parameter>``
+    gets. Python's own ``TypeError`` still refuses an argument the signature does not take.
 
     ``check(settings)`` runs after the fields are valid and raises ``ValueError`` for a rule across them
     (``"save_top_k=3 needs a monitor"``); it is part of the model, so the run config's section gets it too.
@@ -194,7 +190,7 @@ def validated(
             try:
                 settings = model.model_validate({k: v for k, v in bound.arguments.items() if k in model.model_fields})
             except ValidationError as exc:
-                prefix = where or cls.__name__
+                prefix = cls.__name__
                 raise ConfigError(format_validation_error(exc, prefix, model=model), source=f"{prefix}(...)") from None
             for name in model.model_fields:
                 bound.arguments[name] = getattr(settings, name)
