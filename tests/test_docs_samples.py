@@ -101,20 +101,22 @@ def _skip_if_not_tested(sample: Sample) -> None:
 
 GRAD_NORM = '''\
 """The plugin docs/plugins.md builds: a participant that counts every n-th optimizer step."""
-from typing import Literal
+from typing import Annotated, Literal
 
 import surge
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class GradNormConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    every_n_steps: int = Field(1, ge=1)
-    norm_type: Literal["l2", "inf"] = "l2"
+from pydantic import Field
 
 
 class GradNorm:
-    def __init__(self, every_n_steps: int = 1, norm_type: str = "l2") -> None:
+    """Counts every n-th optimizer step.
+
+    Args:
+        every_n_steps: count every n-th optimizer step
+        norm_type: the norm to log
+    """
+
+    @surge.validated
+    def __init__(self, every_n_steps: Annotated[int, Field(ge=1)] = 1, norm_type: Literal["l2", "inf"] = "l2") -> None:
         self.every_n_steps, self.norm_type, self.steps_seen = every_n_steps, norm_type, 0
 
     @surge.hookimpl
@@ -123,7 +125,7 @@ class GradNorm:
             self.steps_seen += 1
 
 
-plugin = surge.Plugin(name="grad-norm", kind="participant", factory=GradNorm, config=GradNormConfig)
+plugin = surge.Plugin(name="grad-norm", kind="participant", factory=GradNorm)
 '''
 
 

@@ -80,7 +80,10 @@ def test_rendered_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     compile(source, "__init__.py", "exec")
     compile((project / "tests/test_surge_grad_norm.py").read_text(), "test.py", "exec")
     assert _listed_events(source) == [(name, cls.__name__) for name, cls in EVENTS.items()]
-    assert 'kind="observer"' in source and "config=GradNormConfig" in source and "default=False" in source
+    assert 'kind="observer"' in source and "default=False" in source
+    # settings declared once: the constructor's signature, no model beside it and no config= to keep in step
+    assert "@surge.validated\n    def __init__(self, every_n_steps: Annotated[int, Field(ge=0)] = 1)" in source
+    assert "BaseModel" not in source and "config=" not in source
     assert 'description="Counts \\"steps\\""' in source
 
     pyproject = (project / "pyproject.toml").read_text()
@@ -250,7 +253,7 @@ def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
     assert "grad-norm" in fit["order"] and "grad-norm" in fit["run_plugins"]
 
     rc, out, err = children["tests"].wait()
-    assert rc == 0 and re.search(r"\b7 passed\b", out), f"generated tests failed\n{out}\n{err}"
+    assert rc == 0 and re.search(r"\b8 passed\b", out), f"generated tests failed\n{out}\n{err}"
 
 
 # -- copier update -----------------------------------------------------------------------------------

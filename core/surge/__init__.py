@@ -15,6 +15,7 @@ from surge.plugins import Plugin
 from surge.plugins.backends import Accelerator, Precision, Strategy
 from surge.plugins.commands import Command
 from surge.plugins.distributed import ProcessGroupStrategy
+from surge.plugins.signature import settings_model, validated
 from surge.seed import seed_everything
 
 __version__ = "0.1.0"
@@ -37,4 +38,6 @@ __all__ = [
     "events",
     "hookimpl",
     "seed_everything",
+    "settings_model",
+    "validated",
 ]

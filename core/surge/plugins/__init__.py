@@ -29,6 +29,7 @@ from surge.errors import LabError, PluginConflictError, PluginError
 from surge.events import Event, event_problems
 from surge.events.protocols import ROLES, CheckpointIO, Compiler, Tuner, missing_members
 from surge.plugins import _pinned
+from surge.plugins.signature import settings_model
 from surge.settings import SurgeSettings
 
 if TYPE_CHECKING:
@@ -63,7 +64,9 @@ class Plugin:
       ``provides={"accelerator": {"cpu": CPUAccelerator}}`` makes ``Trainer(accelerator="cpu")`` work.
     * A **participant** (or an **observer**, which runs after the user's Module: loggers, progress)
       subscribes to events. ``factory(**settings)`` builds the object whose ``@surge.hookimpl`` methods
-      are registered; ``config`` (a pydantic model) validates those settings first. ``default=True``
+      are registered; ``config`` (a pydantic model) validates those settings first. Left out, it is derived from
+      the factory's signature (:func:`surge.settings_model`): the settings are declared once, as the
+      constructor's typed, documented parameters (docs/plugins.md, "Settings"). ``default=True``
       makes it active unless switched off; otherwise it is active on request
       (``Trainer(plugins=["name"])`` or ``plugins={"name": {...settings}}``).
     * ``role`` is the part it plays (:data:`surge.events.protocols.ROLES`): the Trainer's switches act on
@@ -139,6 +142,11 @@ class Plugin:
             problems.append(f"`events` must be a list of surge.events.Event subclasses; got {self.events!r}")
         else:
             problems += event_problems(self.events)
+        if self.config is None and self.factory is not None and self.kind != "provider" and not problems:
+            try:
+                object.__setattr__(self, "config", settings_model(self.factory))
+            except PluginError as exc:
+                problems.append(str(exc))
         if problems:
             raise PluginError(f"invalid surge.Plugin declaration {self.name!r}: " + "; ".join(problems))
 

@@ -57,7 +57,6 @@ early_stopping_plugin = surge.Plugin(
     name="early_stopping",
     kind="participant",
     factory=EarlyStopping,
-    config=EarlyStoppingConfig,
     events=[EarlyStoppingCheck],
     description="EarlyStopping: stop when a monitored metric stops improving, is not finite, or passes a threshold",
 )
@@ -66,7 +65,6 @@ timer_plugin = surge.Plugin(
     name="timer",
     kind="participant",
     factory=Timer,
-    config=TimerConfig,
     description="Timer: stop training after a wall time (max_time), counting resumed runs' time",
     switches={"max_time": lambda value: None if value is None else {"duration": value}},
 )
@@ -75,7 +73,6 @@ gradient_accumulation_scheduler_plugin = surge.Plugin(
     name="gradient_accumulation_scheduler",
     kind="participant",
     factory=GradientAccumulationScheduler,
-    config=AccumulationConfig,
     description="batches accumulated per optimizer step, scheduled by epoch (accumulate_grad_batches={epoch: k})",
     # an int is the loop's own factor; a {epoch: k} schedule is this plugin's
     switches={
@@ -87,7 +84,6 @@ nan_guard_plugin = surge.Plugin(
     name="nan_guard",
     kind="participant",
     factory=NaNGuard,
-    config=NaNGuardConfig,
     description="stop at the first NaN/inf loss or gradient, naming the parameter (terminate_on_nan)",
     switches={"terminate_on_nan": lambda value: {} if value else None},
 )
@@ -96,7 +92,6 @@ grad_norm_plugin = surge.Plugin(
     name="grad_norm",
     kind="observer",
     factory=GradNormTracker,
-    config=GradNormConfig,
     description="per-parameter and total gradient p-norms, written at the logging steps (track_grad_norm)",
     switches={"track_grad_norm": lambda value: None if value == -1 else {"norm_type": value}},
 )
@@ -105,7 +100,6 @@ device_stats_plugin = surge.Plugin(
     name="device_stats",
     kind="observer",
     factory=DeviceStatsMonitor,
-    config=DeviceStatsConfig,
     description="GPU memory counters or process RSS/CPU use, written at the logging steps (log_gpu_memory)",
     switches={"log_gpu_memory": lambda value: None if value is None else {"gpu_memory": value}},
 )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import surge
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator
 
 if TYPE_CHECKING:
     from surge import events as ev
@@ -15,28 +15,16 @@ if TYPE_CHECKING:
 __all__ = ["AccumulationConfig", "GradientAccumulationScheduler"]
 
 
-class AccumulationConfig(BaseModel):
-    """Settings of the ``gradient_accumulation_scheduler`` plugin
-    (``Trainer(accumulate_grad_batches={0: 1, 4: 2})`` or ``plugins={"gradient_accumulation_scheduler": {...}}``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    scheduling: dict[int, int]
-    """``{epoch: k}``: from ``epoch`` on (counted from 0), accumulate ``k`` batches per optimizer step.
-    Epochs before the first key accumulate 1."""
-
-    @field_validator("scheduling")
-    @classmethod
-    def _schedule(cls, value: dict[int, int]) -> dict[int, int]:
-        if not value:
-            raise ValueError("the schedule needs at least one {epoch: batches} entry, e.g. {0: 1, 4: 2}")
-        bad_epochs = sorted(e for e in value if e < 0)
-        bad_counts = {e: k for e, k in value.items() if k < 1}
-        if bad_epochs:
-            raise ValueError(f"epochs {bad_epochs} are negative; epochs count from 0")
-        if bad_counts:
-            raise ValueError(f"{bad_counts}: the number of batches to accumulate must be >= 1")
-        return dict(sorted(value.items()))
+def _schedule(value: dict[int, int]) -> dict[int, int]:
+    if not value:
+        raise ValueError("the schedule needs at least one {epoch: batches} entry, e.g. {0: 1, 4: 2}")
+    bad_epochs = sorted(e for e in value if e < 0)
+    bad_counts = {e: k for e, k in value.items() if k < 1}
+    if bad_epochs:
+        raise ValueError(f"epochs {bad_epochs} are negative; epochs count from 0")
+    if bad_counts:
+        raise ValueError(f"{bad_counts}: the number of batches to accumulate must be >= 1")
+    return dict(sorted(value.items()))
 
 
 class GradientAccumulationScheduler:
@@ -47,12 +35,17 @@ class GradientAccumulationScheduler:
     ``{0: 1, 2: 4}``. The schedule depends on the epoch only, so it has no state to checkpoint: a resumed
     fit (mid-epoch included) gets the same value, because ``train_epoch_start`` fires for the resumed epoch.
     Automatic optimization only (in manual optimization, accumulate in ``training_step``).
+
+    Args:
+        scheduling: ``{epoch: k}``: from ``epoch`` on (counted from 0), accumulate ``k`` batches per optimizer
+            step. Epochs before the first key accumulate 1.
     """
 
     surge_name = "gradient_accumulation_scheduler"
 
-    def __init__(self, scheduling: Mapping[int, int]) -> None:
-        self.scheduling = AccumulationConfig(scheduling=dict(scheduling)).scheduling
+    @surge.validated
+    def __init__(self, scheduling: Annotated[Mapping[int, int], AfterValidator(_schedule)]) -> None:
+        self.scheduling = dict(scheduling)  # sorted by epoch: validated
         self._epochs = list(self.scheduling)
         self._counts = list(self.scheduling.values())
 
@@ -75,3 +68,7 @@ class GradientAccumulationScheduler:
     def train_epoch_start(self, event: ev.TrainEpochStart) -> None:
         # the loop reads the value right after this event
         event.trainer.set_accumulation(self.get_accumulate_grad_batches(event.epoch))
+
+
+AccumulationConfig = surge.settings_model(GradientAccumulationScheduler)
+"""The ``gradient_accumulation_scheduler`` plugin's settings, derived from :class:`GradientAccumulationScheduler`'s signature."""

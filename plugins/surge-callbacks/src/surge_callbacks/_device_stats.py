@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import surge
 import torch
 from loguru import logger
-from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from surge import events as ev
@@ -17,21 +16,6 @@ __all__ = ["DeviceStatsConfig", "DeviceStatsMonitor"]
 SOURCE = "device_stats"
 PREFIX = "device_stats"
 _MB = 2**20
-
-
-class DeviceStatsConfig(BaseModel):
-    """Settings of the ``device_stats`` plugin (``Trainer(log_gpu_memory="min_max")`` or
-    ``plugins={"device_stats": {...}}``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    gpu_memory: Literal["all", "min_max"] = "min_max"
-    """On a CUDA device: ``"all"``, every counter of ``torch.cuda.memory_stats``; ``"min_max"``, the smallest
-    and largest memory reserved by the processes of the run (one value with a single process)."""
-    cpu_stats: bool | None = None
-    """Process RSS, CPU percent and system memory use; ``None``: when training on the CPU."""
-    interval: Literal["step", "epoch"] = "step"
-    """Write at the steps whose metrics are written (``log_every_n_steps``), or at each training epoch's end."""
 
 
 class DeviceStatsMonitor:
@@ -50,22 +34,28 @@ class DeviceStatsMonitor:
       other batches; reading the counters costs no device sync (``min_max`` with several processes adds
       one small all-reduce per write).
 
-    Arguments are those of :class:`DeviceStatsConfig`.
+    Args:
+        gpu_memory: On a CUDA device: ``"all"``, every counter of ``torch.cuda.memory_stats``; ``"min_max"``,
+            the smallest and largest memory reserved by the processes of the run (one value with a single
+            process).
+        cpu_stats: Process RSS, CPU percent and system memory use; ``None``: when training on the CPU.
+        interval: Write at the steps whose metrics are written (``log_every_n_steps``), or at each training
+            epoch's end.
     """
 
     surge_name = "device_stats"
     surge_kind = "observer"  # it reports what happened: after participants and the Module changed it
 
+    @surge.validated
     def __init__(
         self,
         gpu_memory: Literal["all", "min_max"] = "min_max",
         cpu_stats: bool | None = None,
         interval: Literal["step", "epoch"] = "step",
     ) -> None:
-        config = DeviceStatsConfig(gpu_memory=gpu_memory, cpu_stats=cpu_stats, interval=interval)
-        self.gpu_memory = config.gpu_memory
-        self.cpu_stats = config.cpu_stats
-        self.interval = config.interval
+        self.gpu_memory = gpu_memory
+        self.cpu_stats = cpu_stats
+        self.interval = interval
         self._device: torch.device | None = None
         self._cpu = False
         self._process: Any = None
@@ -133,3 +123,7 @@ class DeviceStatsMonitor:
             stats[f"{PREFIX}/cpu_percent"] = float(self._process.cpu_percent(None))
             stats[f"{PREFIX}/system_memory_percent"] = float(psutil.virtual_memory().percent)
         return stats
+
+
+DeviceStatsConfig = surge.settings_model(DeviceStatsMonitor)
+"""The ``device_stats`` plugin's settings, derived from :class:`DeviceStatsMonitor`'s signature."""

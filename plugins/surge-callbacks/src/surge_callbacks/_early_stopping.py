@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import surge
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from surge.events import Event
 
 if TYPE_CHECKING:
@@ -55,34 +55,6 @@ class EarlyStoppingReason(Enum):
     NON_FINITE_METRIC = 4
 
 
-class EarlyStoppingConfig(BaseModel):
-    """Settings of the ``early_stopping`` plugin (``Trainer(plugins={"early_stopping": {...}})``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    monitor: str = "val_loss"
-    """The metric to watch, as logged with ``self.log`` (read from ``trainer.callback_metrics``)."""
-    mode: Literal["min", "max"] = "min"
-    """``"min"``: lower is better; ``"max"``: higher is better."""
-    min_delta: float = Field(0.0, ge=0)
-    """An improvement smaller than this does not count."""
-    patience: int = Field(3, ge=0)
-    """Checks without improvement after which the fit stops (``0``: the first check without one)."""
-    check_finite: bool = True
-    """Stop when the metric is NaN or infinite."""
-    stopping_threshold: float | None = None
-    """Stop as soon as the metric is at least this good."""
-    divergence_threshold: float | None = None
-    """Stop as soon as the metric is worse than this."""
-    check_on_train_epoch_end: bool | None = None
-    """Check at the end of each training epoch (``True``) or after each validation run (``False``).
-    ``None``: after validation when the fit has validation data, else at the training epoch's end."""
-    strict: bool = True
-    """A check that finds no ``monitor`` metric is an error (``False``: a warning, once)."""
-    verbose: bool = False
-    """Log every check's outcome (otherwise only the stop)."""
-
-
 class EarlyStopping:
     """Requests a stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` checks, or when
     it is not finite, reached ``stopping_threshold`` or passed ``divergence_threshold``.
@@ -92,18 +64,33 @@ class EarlyStopping:
     The fit then ends after the current epoch, or once ``min_epochs``/``min_steps`` are reached.
 
     The wait count, the best score and its epoch, and the stopped epoch are checkpointed, so a resumed fit
-    stops where the uninterrupted one would have. Arguments are those of :class:`EarlyStoppingConfig`.
+    stops where the uninterrupted one would have.
+
+    Args:
+        monitor: The metric to watch, as logged with ``self.log`` (read from ``trainer.callback_metrics``).
+        min_delta: An improvement smaller than this does not count.
+        patience: Checks without improvement after which the fit stops (``0``: the first check without one).
+        verbose: Log every check's outcome (otherwise only the stop).
+        mode: ``"min"``: lower is better; ``"max"``: higher is better.
+        strict: A check that finds no ``monitor`` metric is an error (``False``: a warning, once).
+        check_finite: Stop when the metric is NaN or infinite.
+        stopping_threshold: Stop as soon as the metric is at least this good.
+        divergence_threshold: Stop as soon as the metric is worse than this.
+        check_on_train_epoch_end: Check at the end of each training epoch (``True``) or after each validation
+            run (``False``). ``None``: after validation when the fit has validation data, else at the
+            training epoch's end.
     """
 
     surge_callback_role = "early_stopping"
     """``trainer.early_stopping_callback(s)`` returns the instances marked so."""
 
+    @surge.validated
     def __init__(
         self,
         monitor: str = "val_loss",
         mode: Literal["min", "max"] = "min",
-        min_delta: float = 0.0,
-        patience: int = 3,
+        min_delta: Annotated[float, Field(ge=0)] = 0.0,
+        patience: Annotated[int, Field(ge=0)] = 3,
         check_finite: bool = True,
         stopping_threshold: float | None = None,
         divergence_threshold: float | None = None,
@@ -111,28 +98,16 @@ class EarlyStopping:
         strict: bool = True,
         verbose: bool = False,
     ) -> None:
-        config = EarlyStoppingConfig(
-            monitor=monitor,
-            mode=mode,
-            min_delta=min_delta,
-            patience=patience,
-            check_finite=check_finite,
-            stopping_threshold=stopping_threshold,
-            divergence_threshold=divergence_threshold,
-            check_on_train_epoch_end=check_on_train_epoch_end,
-            strict=strict,
-            verbose=verbose,
-        )
-        self.monitor = config.monitor
-        self.mode = config.mode
-        self.min_delta = config.min_delta
-        self.patience = config.patience
-        self.check_finite = config.check_finite
-        self.stopping_threshold = config.stopping_threshold
-        self.divergence_threshold = config.divergence_threshold
-        self.check_on_train_epoch_end = config.check_on_train_epoch_end
-        self.strict = config.strict
-        self.verbose = config.verbose
+        self.monitor = monitor
+        self.mode = mode
+        self.min_delta = min_delta
+        self.patience = patience
+        self.check_finite = check_finite
+        self.stopping_threshold = stopping_threshold
+        self.divergence_threshold = divergence_threshold
+        self.check_on_train_epoch_end = check_on_train_epoch_end
+        self.strict = strict
+        self.verbose = verbose
         # checkpointed state
         self.wait_count = 0
         self.best_score = math.inf if self.mode == "min" else -math.inf
@@ -302,3 +277,7 @@ class EarlyStopping:
 
 def _fmt(value: float) -> str:
     return f"{value:.6g}"
+
+
+EarlyStoppingConfig = surge.settings_model(EarlyStopping)
+"""The ``early_stopping`` plugin's settings, derived from :class:`EarlyStopping`'s signature."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import surge
 import torch
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator
 
 if TYPE_CHECKING:
     from surge import events as ev
@@ -18,22 +18,12 @@ __all__ = ["GradNormConfig", "GradNormTracker"]
 SOURCE = "grad_norm"
 
 
-class GradNormConfig(BaseModel):
-    """Settings of the ``grad_norm`` plugin (``Trainer(track_grad_norm=2)`` or ``plugins={"grad_norm": {...}}``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    norm_type: float | Literal["inf"] = 2.0
-    """The order p of the norm: any number > 0, or ``"inf"`` (the largest absolute value)."""
-
-    @field_validator("norm_type")
-    @classmethod
-    def _positive(cls, value: float | str) -> float | str:
-        if isinstance(value, float) and math.isinf(value) and value > 0:
-            return "inf"
-        if not isinstance(value, str) and not value > 0:
-            raise ValueError(f"got {value}: the order of a p-norm is a number > 0, or 'inf'")
-        return value
+def _positive(value: float | str) -> float | str:
+    if isinstance(value, float) and math.isinf(value) and value > 0:
+        return "inf"
+    if not isinstance(value, str) and not value > 0:
+        raise ValueError(f"got {value}: the order of a p-norm is a number > 0, or 'inf'")
+    return value
 
 
 class GradNormTracker:
@@ -49,15 +39,16 @@ class GradNormTracker:
     * **Cost** on a write step: one fused ``torch._foreach_norm`` per device and dtype and one batched copy of
       the norms to the host (inside ``trainer.log_metrics``); global rank zero only.
 
-    Arguments are those of :class:`GradNormConfig`.
+    Args:
+        norm_type: The order p of the norm: any number > 0, or ``"inf"`` (the largest absolute value).
     """
 
     surge_name = "grad_norm"
     surge_kind = "observer"  # it reports what happened: after participants and the Module changed it
 
-    def __init__(self, norm_type: float | Literal["inf"] = 2.0) -> None:
-        value = GradNormConfig(norm_type=norm_type).norm_type
-        self.norm_type: float = math.inf if value == "inf" else float(value)
+    @surge.validated
+    def __init__(self, norm_type: Annotated[float | Literal["inf"], AfterValidator(_positive)] = 2.0) -> None:
+        self.norm_type: float = math.inf if norm_type == "inf" else float(norm_type)
         self.prefix = f"grad_{_format(self.norm_type)}_norm"
         self._names: dict[int, str] = {}
 
@@ -111,3 +102,7 @@ def _format(p: float) -> str:
     if math.isinf(p):
         return "inf"
     return str(int(p)) if float(p).is_integer() else repr(float(p))
+
+
+GradNormConfig = surge.settings_model(GradNormTracker)
+"""The ``grad_norm`` plugin's settings, derived from :class:`GradNormTracker`'s signature."""

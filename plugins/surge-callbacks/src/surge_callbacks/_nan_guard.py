@@ -7,25 +7,11 @@ from typing import TYPE_CHECKING
 
 import surge
 import torch
-from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from surge import events as ev
 
 __all__ = ["NaNGuard", "NaNGuardConfig", "NonFiniteError", "first_non_finite"]
-
-
-class NaNGuardConfig(BaseModel):
-    """Settings of the ``nan_guard`` plugin (``Trainer(terminate_on_nan=True)`` or ``plugins=["nan_guard"]``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    check_loss: bool = True
-    """Check every micro-batch's loss (recorded on the device after backward, read at the optimizer step)."""
-    check_gradients: bool = True
-    """Check every gradient before the optimizer step."""
-    check_checkpoints: bool = True
-    """Refuse to save a checkpoint whose weights are not finite."""
 
 
 class NonFiniteError(surge.SurgeError):
@@ -80,17 +66,21 @@ class NaNGuard:
 
     Under a gradient scaler (``precision="16-mixed"``) inf gradients are expected (the scaler skips such
     steps and lowers its scale), so only the loss is checked there.
+
+    Args:
+        check_loss: Check every micro-batch's loss (recorded on the device after backward, read at the
+            optimizer step).
+        check_gradients: Check every gradient before the optimizer step.
+        check_checkpoints: Refuse to save a checkpoint whose weights are not finite.
     """
 
     surge_name = "nan_guard"
 
+    @surge.validated
     def __init__(self, check_loss: bool = True, check_gradients: bool = True, check_checkpoints: bool = True) -> None:
-        config = NaNGuardConfig(
-            check_loss=check_loss, check_gradients=check_gradients, check_checkpoints=check_checkpoints
-        )
-        self.check_loss = config.check_loss
-        self.check_gradients = config.check_gradients
-        self.check_checkpoints = config.check_checkpoints
+        self.check_loss = check_loss
+        self.check_gradients = check_gradients
+        self.check_checkpoints = check_checkpoints
         self._names: dict[int, str] = {}
         self._bad_batch: torch.Tensor | None = None  # batch index of the window's first bad loss, -1 if none
 
@@ -199,3 +189,7 @@ def _describe(tensor: torch.Tensor) -> str:
 def _short(names: Iterable[str], limit: int = 5) -> str:
     names = list(names)
     return ", ".join(names[:limit]) + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+NaNGuardConfig = surge.settings_model(NaNGuard)
+"""The ``nan_guard`` plugin's settings, derived from :class:`NaNGuard`'s signature."""

@@ -6,11 +6,11 @@ import datetime
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import surge
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BeforeValidator
 
 if TYPE_CHECKING:
     from surge import events as ev
@@ -52,24 +52,6 @@ def parse_duration(value: object) -> datetime.timedelta:
     return duration
 
 
-class TimerConfig(BaseModel):
-    """Settings of the ``timer`` plugin (``Trainer(max_time=...)`` or ``plugins={"timer": {...}}``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    duration: datetime.timedelta
-    """The wall-time budget of training: ``"DD:HH:MM:SS"``, a dict like ``{"hours": 1}``, or seconds."""
-    interval: Literal["step", "epoch"] = "step"
-    """Check after every training batch (``"step"``) or at the end of every training epoch."""
-    verbose: bool = True
-    """Log when the time is up."""
-
-    @field_validator("duration", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> datetime.timedelta:
-        return parse_duration(value)
-
-
 class Timer:
     """Requests a stop once training has run for ``duration``; measures each stage's time as Lightning's
     Timer does.
@@ -81,24 +63,29 @@ class Timer:
     * The check is one clock read per training batch (``interval="step"``) or per epoch: no host sync.
     * ``clock`` (a class attribute, or the constructor's ``clock=``) returns seconds; tests pass a fake one.
 
-    Arguments are those of :class:`TimerConfig`.
+    Args:
+        duration: The wall-time budget of training: ``"DD:HH:MM:SS"``, a dict like ``{"hours": 1}``, or
+            seconds.
+        interval: Check after every training batch (``"step"``) or at the end of every training epoch.
+        verbose: Log when the time is up.
+        clock: This instance's clock (seconds); ``None``: the class's ``clock``.
     """
 
     surge_name = "timer"
     clock = staticmethod(time.monotonic)
     """Seconds, monotonic; replace it on the class (or pass ``clock=``) to drive the timer in tests."""
 
+    @surge.validated
     def __init__(
         self,
-        duration: str | Mapping[str, float] | float | datetime.timedelta,
+        duration: Annotated[str | Mapping[str, float] | float | datetime.timedelta, BeforeValidator(parse_duration)],
         interval: Literal["step", "epoch"] = "step",
         verbose: bool = True,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        config = TimerConfig(duration=duration, interval=interval, verbose=verbose)  # type: ignore[arg-type]
-        self.duration = config.duration.total_seconds()
-        self.interval = config.interval
-        self.verbose = config.verbose
+        self.duration = parse_duration(duration).total_seconds()  # already a timedelta: validated
+        self.interval = interval
+        self.verbose = verbose
         self._clock = clock  # this instance's own clock, else the class's
         self._start: dict[str, float | None] = dict.fromkeys(_STAGES)
         self._end: dict[str, float | None] = dict.fromkeys(_STAGES)
@@ -191,3 +178,7 @@ def _stage(stage: str) -> Stage:
     if stage not in _STAGES:
         raise surge.SurgeError(f"Timer: stage {stage!r} is not measured; use one of {list(_STAGES)}")
     return stage  # type: ignore[return-value]
+
+
+TimerConfig = surge.settings_model(Timer)
+"""The ``timer`` plugin's settings, derived from :class:`Timer`'s signature."""

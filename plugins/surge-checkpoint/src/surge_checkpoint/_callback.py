@@ -15,11 +15,11 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import surge
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field
 from surge import checkpoint as store
 from surge.checkpoint import snapshot
 
@@ -37,77 +37,36 @@ __all__ = ["CheckpointConfig", "ModelCheckpoint"]
 PLUGIN_NAME = "checkpoint"
 
 
-class CheckpointConfig(BaseModel):
-    """The settings of :class:`ModelCheckpoint`, also its section of a run config
-    (``Trainer(plugins={"checkpoint": {...}})``)."""
+def _path(value: object) -> object:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
-    model_config = ConfigDict(extra="forbid")
 
-    dirpath: str | None = None
-    """Directory (local path or fsspec URL). Default: ``<trainer.run_dir>/checkpoints``."""
-    filename: str | None = None
-    """Template with metric fields, e.g. ``"{epoch}-{step}-{val_loss:.3f}"``. Default ``"{epoch}-{step}"``."""
-    monitor: str | None = None
-    """Logged metric that ranks checkpoints; ``None`` keeps the newest."""
-    mode: Literal["min", "max"] = "min"
-    save_top_k: int = Field(1, ge=-1)
-    """How many to keep: ``-1`` all, ``0`` none (with ``save_last``: only ``last.ckpt``)."""
-    save_last: bool = False
-    """Also write ``last.ckpt`` at every save point."""
-    save_weights_only: bool = False
-    auto_insert_metric_name: bool = True
-    every_n_train_steps: int | None = Field(None, ge=0)
-    train_time_interval: datetime.timedelta | None = None
-    every_n_epochs: int | None = Field(None, ge=0)
-    save_on_train_epoch_end: bool | None = None
-    """Save at the end of the training epoch instead of after validation. Default: when no validation runs
-    once per epoch."""
-    async_save: bool = False
-    """Hand a CPU snapshot to a background writer and keep training."""
-    preemption_signals: list[str | int] = Field(default_factory=lambda: list[str | int](DEFAULT_SIGNALS))
-    """Signals that save a checkpoint at the next step boundary and stop the run (``Preempted``)."""
-    on_save_error: Literal["raise", "warn"] = "raise"
-    """A save that fails for a storage reason (disk full, permission denied, connection dropped):
-    ``"raise"`` stops the run with ``surge.checkpoint.CheckpointSaveError`` (``WriteError`` when
-    asynchronous); ``"warn"`` logs a warning naming the file and training goes on (the failed checkpoint is
-    not counted; the next due save tries again)."""
-    verbose: bool = False
+def _signals(value: Sequence[str | int]) -> list[str | int]:
+    return [resolve_signal(v).name for v in value]
 
-    @field_validator("dirpath", mode="before")
-    @classmethod
-    def _path(cls, value: object) -> object:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
-    @field_validator("preemption_signals")
-    @classmethod
-    def _signals(cls, value: list[str | int]) -> list[str | int]:
-        return [resolve_signal(v).name for v in value]
+def _interval(value: datetime.timedelta | None) -> datetime.timedelta | None:
+    if value is not None and value.total_seconds() <= 0:
+        raise ValueError("must be a positive duration")
+    return value
 
-    @field_validator("train_time_interval")
-    @classmethod
-    def _interval(cls, value: datetime.timedelta | None) -> datetime.timedelta | None:
-        if value is not None and value.total_seconds() <= 0:
-            raise ValueError("must be a positive duration")
-        return value
 
-    @model_validator(mode="after")
-    def _consistent(self) -> CheckpointConfig:
-        if self.monitor is None and self.save_top_k not in (-1, 0, 1):
-            raise ValueError(
-                f"save_top_k={self.save_top_k} needs a monitor to rank checkpoints by; pass monitor='val_loss' "
-                "(or the metric you log), or save_top_k=-1 to keep every checkpoint"
-            )
-        triggers = {
-            "every_n_train_steps": bool(self.every_n_train_steps),
-            "every_n_epochs": bool(self.every_n_epochs),
-            "train_time_interval": self.train_time_interval is not None,
-        }
-        if sum(triggers.values()) > 1:
-            raise ValueError(
-                f"{[k for k, v in triggers.items() if v]} are all set; choose one of every_n_train_steps, "
-                "every_n_epochs and train_time_interval (use two ModelCheckpoint instances for two schedules)"
-            )
-        return self
+def _consistent(settings: Any) -> None:
+    if settings.monitor is None and settings.save_top_k not in (-1, 0, 1):
+        raise ValueError(
+            f"save_top_k={settings.save_top_k} needs a monitor to rank checkpoints by; pass monitor='val_loss' "
+            "(or the metric you log), or save_top_k=-1 to keep every checkpoint"
+        )
+    triggers = {
+        "every_n_train_steps": bool(settings.every_n_train_steps),
+        "every_n_epochs": bool(settings.every_n_epochs),
+        "train_time_interval": settings.train_time_interval is not None,
+    }
+    if sum(triggers.values()) > 1:
+        raise ValueError(
+            f"{[k for k, v in triggers.items() if v]} are all set; choose one of every_n_train_steps, "
+            "every_n_epochs and train_time_interval (use two ModelCheckpoint instances for two schedules)"
+        )
 
 
 class ModelCheckpoint:
@@ -115,7 +74,8 @@ class ModelCheckpoint:
 
     The ``checkpoint`` plugin builds one from its settings in every run (switch it off with
     ``Trainer(enable_checkpointing=False)``); pass instances in ``Trainer(callbacks=[ModelCheckpoint(...)])``
-    for other schedules, and the default one stands aside (they fill its role, ``surge_callback_role``). Arguments are those of :class:`CheckpointConfig`.
+    for other schedules, and the default one stands aside (they fill its role, ``surge_callback_role``). The
+    arguments, Lightning's, are also the plugin's settings (``Trainer(plugins={"checkpoint": {...}})``).
 
     * **When**: after validation (or at the end of the training epoch when no validation runs) every
       ``every_n_epochs``, or every ``every_n_train_steps`` optimizer steps, or when ``train_time_interval``
@@ -126,51 +86,66 @@ class ModelCheckpoint:
     * **Preemption**: SIGTERM/SIGUSR1 (``preemption_signals``) save ``last.ckpt`` at the next step boundary
       and raise :class:`Preempted`; ``fit(ckpt_path="last")`` continues.
     * **Resume**: ``surge_checkpoint_path("last" | "best")`` answers the Trainer's ``ckpt_path`` aliases.
+
+    Args:
+        dirpath: Directory (local path or fsspec URL). Default: ``<trainer.run_dir>/checkpoints``.
+        filename: Template with metric fields, e.g. ``"{epoch}-{step}-{val_loss:.3f}"``. Default
+            ``"{epoch}-{step}"``.
+        monitor: Logged metric that ranks checkpoints; ``None`` keeps the newest.
+        save_last: Also write ``last.ckpt`` at every save point.
+        save_top_k: How many to keep: ``-1`` all, ``0`` none (with ``save_last``: only ``last.ckpt``).
+        save_on_train_epoch_end: Save at the end of the training epoch instead of after validation. Default:
+            when no validation runs once per epoch.
+        async_save: Hand a CPU snapshot to a background writer and keep training.
+        preemption_signals: Signals that save a checkpoint at the next step boundary and stop the run
+            (``Preempted``).
+        on_save_error: A save that fails for a storage reason (disk full, permission denied, connection
+            dropped): ``"raise"`` stops the run with ``surge.checkpoint.CheckpointSaveError`` (``WriteError``
+            when asynchronous); ``"warn"`` logs a warning naming the file and training goes on (the failed
+            checkpoint is not counted; the next due save tries again).
     """
 
     FILE_EXTENSION = _files.EXTENSION
     CHECKPOINT_NAME_LAST = _files.LAST
 
+    @surge.validated(check=_consistent)
     def __init__(
         self,
-        dirpath: str | os.PathLike[str] | None = None,
+        dirpath: Annotated[str | os.PathLike[str] | None, BeforeValidator(_path)] = None,
         filename: str | None = None,
         monitor: str | None = None,
         verbose: bool = False,
         save_last: bool = False,
-        save_top_k: int = 1,
+        save_top_k: Annotated[int, Field(ge=-1)] = 1,
         save_weights_only: bool = False,
         mode: Literal["min", "max"] = "min",
         auto_insert_metric_name: bool = True,
-        every_n_train_steps: int | None = None,
-        train_time_interval: datetime.timedelta | None = None,
-        every_n_epochs: int | None = None,
+        every_n_train_steps: Annotated[int | None, Field(ge=0)] = None,
+        train_time_interval: Annotated[datetime.timedelta | None, AfterValidator(_interval)] = None,
+        every_n_epochs: Annotated[int | None, Field(ge=0)] = None,
         save_on_train_epoch_end: bool | None = None,
         async_save: bool = False,
-        preemption_signals: Sequence[str | int] = DEFAULT_SIGNALS,
+        preemption_signals: Annotated[Sequence[str | int], AfterValidator(_signals)] = DEFAULT_SIGNALS,
         on_save_error: Literal["raise", "warn"] = "raise",
     ) -> None:
-        settings = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        settings["preemption_signals"] = list(preemption_signals)
-        config = _validate(settings)
-        self.dirpath: str | None = _normalize_dir(config.dirpath) if config.dirpath else None
-        self._dirpath_given = config.dirpath is not None
-        self.filename = config.filename
-        self.monitor = config.monitor
-        self.mode = config.mode
-        self.save_top_k = config.save_top_k
-        self.save_last = config.save_last
-        self.save_weights_only = config.save_weights_only
-        self.auto_insert_metric_name = config.auto_insert_metric_name
-        self.verbose = config.verbose
-        self.async_save = config.async_save
-        self.every_n_train_steps = config.every_n_train_steps or 0
-        self.train_time_interval = config.train_time_interval
+        self.dirpath: str | None = _normalize_dir(os.fspath(dirpath)) if dirpath else None
+        self._dirpath_given = dirpath is not None
+        self.filename = filename
+        self.monitor = monitor
+        self.mode = mode
+        self.save_top_k = save_top_k
+        self.save_last = save_last
+        self.save_weights_only = save_weights_only
+        self.auto_insert_metric_name = auto_insert_metric_name
+        self.verbose = verbose
+        self.async_save = async_save
+        self.every_n_train_steps = every_n_train_steps or 0
+        self.train_time_interval = train_time_interval
         scheduled = self.every_n_train_steps or self.train_time_interval is not None
-        self.every_n_epochs = config.every_n_epochs if config.every_n_epochs is not None else (0 if scheduled else 1)
-        self.save_on_train_epoch_end = config.save_on_train_epoch_end
-        self.preemption_signals = [resolve_signal(s) for s in config.preemption_signals]
-        self.on_save_error = config.on_save_error
+        self.every_n_epochs = every_n_epochs if every_n_epochs is not None else (0 if scheduled else 1)
+        self.save_on_train_epoch_end = save_on_train_epoch_end
+        self.preemption_signals = [resolve_signal(s) for s in preemption_signals]
+        self.on_save_error = on_save_error
 
         # Checkpointed state (state_dict): what is on disk and how good it is.
         worst = math.inf if self.mode == "min" else -math.inf
@@ -939,21 +914,12 @@ def _normalize_dir(dirpath: str) -> str:
     return os.path.abspath(os.path.expanduser(dirpath))
 
 
-def _validate(settings: dict[str, Any]) -> CheckpointConfig:
-    try:
-        return CheckpointConfig.model_validate(settings)
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            loc = ".".join(str(part) for part in error["loc"])
-            path = f"ModelCheckpoint.{loc}" if loc else "ModelCheckpoint"
-            message = error["msg"] if not loc else f"got {error.get('input')!r}: {error['msg']}"
-            problems.append((path, message))
-        raise surge.ConfigError(problems, source="ModelCheckpoint arguments") from None
-
-
 def build(**settings: Any) -> ModelCheckpoint:
     """The ``checkpoint`` plugin's factory: one ModelCheckpoint per run, its state under ``"checkpoint"``."""
     callback = ModelCheckpoint(**settings)
     callback._plugin_key = PLUGIN_NAME
     return callback
+
+
+CheckpointConfig = surge.settings_model(ModelCheckpoint)
+"""The ``checkpoint`` plugin's settings, derived from :class:`ModelCheckpoint`'s signature."""

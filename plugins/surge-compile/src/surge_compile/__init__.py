@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import surge
 import torch
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator
 from torch import nn
 
 if TYPE_CHECKING:
@@ -38,43 +38,24 @@ __all__ = ["CompileConfig", "CompiledForward", "plugin"]
 _PATH = "trainer.plugins.compile"
 
 
-class CompileConfig(BaseModel):
-    """Settings of the ``compile`` plugin: the arguments of ``torch.compile`` (``None``: torch's default)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: str | None = None
-    """Inductor's mode: ``default``, ``reduce-overhead`` (CUDA graphs), ``max-autotune``,
-    ``max-autotune-no-cudagraphs`` (or another name ``torch._inductor.list_mode_options()`` knows)."""
-    fullgraph: bool = False
-    """Fail at the first graph break instead of running the code around it eagerly."""
-    dynamic: bool | None = None
-    """``True``: shape-generic code from the start; ``False``: never (a new shape compiles again);
-    ``None``: specialise, then generalise the dimensions that changed (a recompilation, once)."""
-    backend: str = "inductor"
-    """A ``torch._dynamo.list_backends(exclude_tags=())`` name (``eager`` and ``aot_eager`` for debugging)."""
-
-    @field_validator("mode")
-    @classmethod
-    def _known_mode(cls, mode: str | None) -> str | None:
-        if mode is None:
-            return mode
-        import torch._inductor
-
-        modes = list(torch._inductor.list_mode_options())
-        if mode not in modes:
-            raise ValueError(f"torch.compile has no mode {mode!r}; use one of {', '.join(modes)} (or leave it out)")
+def _known_mode(mode: str | None) -> str | None:
+    if mode is None:
         return mode
+    import torch._inductor
 
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, backend: str) -> str:
-        import torch._dynamo
+    modes = list(torch._inductor.list_mode_options())
+    if mode not in modes:
+        raise ValueError(f"torch.compile has no mode {mode!r}; use one of {', '.join(modes)} (or leave it out)")
+    return mode
 
-        backends = sorted(torch._dynamo.list_backends(exclude_tags=()))
-        if backend not in backends:
-            raise ValueError(f"torch.compile has no backend {backend!r}; use one of {', '.join(backends)}")
-        return backend
+
+def _known_backend(backend: str) -> str:
+    import torch._dynamo
+
+    backends = sorted(torch._dynamo.list_backends(exclude_tags=()))
+    if backend not in backends:
+        raise ValueError(f"torch.compile has no backend {backend!r}; use one of {', '.join(backends)}")
+    return backend
 
 
 class CompiledForward:
@@ -94,15 +75,30 @@ class CompiledForward:
     * The counts are per run and cover every ``torch.compile``'d function the process compiles during the
       run (torch's compile callbacks are process-wide); they are not saved in checkpoints: a resumed run
       compiles again.
+
+    The arguments are those of ``torch.compile`` (``None``: torch's default):
+
+    Args:
+        mode: Inductor's mode: ``default``, ``reduce-overhead`` (CUDA graphs), ``max-autotune``,
+            ``max-autotune-no-cudagraphs`` (or another name ``torch._inductor.list_mode_options()`` knows).
+        fullgraph: Fail at the first graph break instead of running the code around it eagerly.
+        dynamic: ``True``: shape-generic code from the start; ``False``: never (a new shape compiles again);
+            ``None``: specialise, then generalise the dimensions that changed (a recompilation, once).
+        backend: A ``torch._dynamo.list_backends(exclude_tags=())`` name (``eager`` and ``aot_eager`` for
+            debugging).
     """
 
     surge_name = "compile"
 
+    @surge.validated
     def __init__(
-        self, mode: str | None = None, fullgraph: bool = False, dynamic: bool | None = None, backend: str = "inductor"
+        self,
+        mode: Annotated[str | None, AfterValidator(_known_mode)] = None,
+        fullgraph: bool = False,
+        dynamic: bool | None = None,
+        backend: Annotated[str, AfterValidator(_known_backend)] = "inductor",
     ) -> None:
-        config = CompileConfig(mode=mode, fullgraph=fullgraph, dynamic=dynamic, backend=backend)
-        self.options: dict[str, Any] = config.model_dump()
+        self.options: dict[str, Any] = {"mode": mode, "fullgraph": fullgraph, "dynamic": dynamic, "backend": backend}
         """The keyword arguments given to ``torch.compile``."""
         self.recompiles = 0
         """Recompilations in the current (or last) run."""
@@ -258,11 +254,13 @@ class CompiledForward:
             del module.__dict__["forward"]
 
 
+CompileConfig = surge.settings_model(CompiledForward)
+"""The ``compile`` plugin's settings, derived from :class:`CompiledForward`'s signature."""
+
 plugin = surge.Plugin(
     name="compile",
     kind="participant",
     factory=CompiledForward,
-    config=CompileConfig,
     default=False,
     role="compiler",  # trainer.fit(torch.compile(model)) hands the wrapper to adopt() (surge.events.protocols.Compiler)
     description="torch.compile of the Module's forward; recompilations logged with their reasons",

@@ -20,7 +20,6 @@ plugin = surge.Plugin(
     name="mlflow",
     kind="observer",
     factory=MLflowLogger,
-    config=MLflowConfig,
     default=False,
     role="logger",
     description="MLflow: params, metrics, run status and checkpoints (embedded SQLite store by default)",

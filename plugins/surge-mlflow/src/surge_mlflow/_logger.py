@@ -25,11 +25,11 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import surge
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field
 from surge import checkpoint
 
 from surge_mlflow import _names
@@ -60,90 +60,70 @@ class TrackingStoreError(surge.SurgeError):
         self.uri = uri
 
 
-class MLflowConfig(BaseModel):
-    """The settings of :class:`MLflowLogger`, also its section of a run config
-    (``Trainer(plugins={"mlflow": {...}})``)."""
+def _uri(value: object) -> object:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
-    model_config = ConfigDict(extra="forbid")
 
-    tracking_uri: str | None = None
-    """Any MLflow tracking URI (``http://host:5000``, ``sqlite:///path.db``, ``databricks``, ...). Default: an
-    embedded SQLite store ``<default_root_dir>/mlflow.db`` with artifacts in ``<default_root_dir>/mlartifacts``."""
-    experiment_name: str = Field("surge", min_length=1, max_length=500)
-    run_name: str | None = None
-    """Default: the name of the run directory (``version_3``)."""
-    tags: dict[str, str] = Field(default_factory=dict)
-    """Set on the run after the automatic ones (``surge.run_dir``, ``surge.plugins``, ...), which they override."""
-    log_checkpoints: bool = False
-    """At the end of each fit, upload the committed checkpoints it kept as artifacts (those surge-checkpoint
-    reports with its ``checkpoint_saved`` event and has not removed since)."""
-    run_id: str | None = None
-    """Log into this existing run instead of creating one."""
+def _tag_values(value: object) -> object:
+    # Numbers and booleans are fine as tag values; MLflow stores every value as a string.
+    if isinstance(value, Mapping):
+        return {k: str(v) if isinstance(v, (int, float)) else v for k, v in value.items()}
+    return value
 
-    @field_validator("tracking_uri", mode="before")
-    @classmethod
-    def _uri(cls, value: object) -> object:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
-    @field_validator("tags", mode="before")
-    @classmethod
-    def _tag_values(cls, value: object) -> object:
-        # Numbers and booleans are fine as tag values; MLflow stores every value as a string.
-        if isinstance(value, Mapping):
-            return {k: str(v) if isinstance(v, (int, float)) else v for k, v in value.items()}
-        return value
-
-    @field_validator("tags")
-    @classmethod
-    def _tag_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        refused = {key: _names.valid_name(key) for key in value if _names.valid_name(key) != key}
-        if refused:
-            hint = ", ".join(f"{key!r} (try {fixed!r})" for key, fixed in refused.items())
-            raise ValueError(
-                f"MLflow refuses the tag name(s) {hint}: names may hold letters, digits, '_', '-', '.', ' ' and '/'"
-            )
-        return value
+def _tag_keys(value: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    refused = {key: _names.valid_name(key) for key in value or {} if _names.valid_name(key) != key}
+    if refused:
+        hint = ", ".join(f"{key!r} (try {fixed!r})" for key, fixed in refused.items())
+        raise ValueError(
+            f"MLflow refuses the tag name(s) {hint}: names may hold letters, digits, '_', '-', '.', ' ' and '/'"
+        )
+    return value
 
 
 class MLflowLogger:
     """Logs a Surge run to MLflow. The ``mlflow`` plugin builds one from its settings
-    (``Trainer(logger="mlflow")`` or ``plugins={"mlflow": {...}}``); the arguments are those of
-    :class:`MLflowConfig`.
+    (``Trainer(logger="mlflow")`` or ``plugins={"mlflow": {...}}``), whose keys are the arguments.
 
     Stateful: ``state_dict()`` (the run id and the store's URI) goes into every checkpoint, so that
     ``fit(ckpt_path=...)`` continues the same MLflow run. ``run_id`` is the run this logger writes to once
     a run has started.
+
+    Args:
+        tracking_uri: Any MLflow tracking URI (``http://host:5000``, ``sqlite:///path.db``, ``databricks``,
+            ...). Default: an embedded SQLite store ``<default_root_dir>/mlflow.db`` with artifacts in
+            ``<default_root_dir>/mlartifacts``.
+        experiment_name: The MLflow experiment the run belongs to.
+        run_name: Default: the name of the run directory (``version_3``).
+        tags: Set on the run after the automatic ones (``surge.run_dir``, ``surge.plugins``, ...), which they
+            override.
+        log_checkpoints: At the end of each fit, upload the committed checkpoints it kept as artifacts (those
+            surge-checkpoint reports with its ``checkpoint_saved`` event and has not removed since).
+        run_id: Log into this existing run instead of creating one.
     """
 
     surge_name = PLUGIN_NAME
     surge_kind = "observer"
     state_key = PLUGIN_NAME
 
+    @surge.validated
     def __init__(
         self,
-        tracking_uri: str | os.PathLike[str] | None = None,
-        experiment_name: str = "surge",
+        tracking_uri: Annotated[str | os.PathLike[str] | None, BeforeValidator(_uri)] = None,
+        experiment_name: Annotated[str, Field(min_length=1, max_length=500)] = "surge",
         run_name: str | None = None,
-        tags: Mapping[str, str] | None = None,
+        tags: Annotated[Mapping[str, str] | None, BeforeValidator(_tag_values), AfterValidator(_tag_keys)] = None,
         log_checkpoints: bool = False,
         run_id: str | None = None,
     ) -> None:
-        config = MLflowConfig(
-            tracking_uri=tracking_uri,  # type: ignore[arg-type]
-            experiment_name=experiment_name,
-            run_name=run_name,
-            tags=dict(tags or {}),
-            log_checkpoints=log_checkpoints,
-            run_id=run_id,
-        )
-        self.tracking_uri = config.tracking_uri
-        self.experiment_name = config.experiment_name
-        self.run_name = config.run_name
-        self.tags = dict(config.tags)
-        self.log_checkpoints = config.log_checkpoints
-        self._requested_run_id = config.run_id
+        self.tracking_uri = os.fspath(tracking_uri) if tracking_uri is not None else None
+        self.experiment_name = experiment_name
+        self.run_name = run_name
+        self.tags = dict(tags or {})
+        self.log_checkpoints = log_checkpoints
+        self._requested_run_id = run_id
 
-        self.run_id: str | None = config.run_id
+        self.run_id: str | None = run_id
         self.store: Store | None = None
         self._restored: dict[str, Any] | None = None  # from a checkpoint, applied when the run opens
         self._stage: str | None = None  # set while a stage runs on global rank zero
@@ -475,3 +455,7 @@ class _NoExperiment:
 
     def __getitem__(self, key: Any) -> _NoExperiment:
         return self
+
+
+MLflowConfig = surge.settings_model(MLflowLogger)
+"""The ``mlflow`` plugin's settings, derived from :class:`MLflowLogger`'s signature."""

@@ -49,8 +49,7 @@ class AdvancedProfiler(EventProfiler):
     def __init__(self, **settings: Any) -> None:
         config = validated(AdvancedProfilerConfig, settings)
         super().__init__(config)
-        self.top_n = config.top_n
-        self.sort_by = config.sort_by
+        self.config: AdvancedProfilerConfig = config
         self.only = set(config.actions) if config.actions is not None else None
         self.profiles: dict[str, cProfile.Profile] = {}
         self._running: list[cProfile.Profile | None] = []  # parallel to self.spans.stack
@@ -113,11 +112,11 @@ class AdvancedProfiler(EventProfiler):
             total = stats.total_tt  # type: ignore[attr-defined]
             index.append(f"  {action:<24} {total:9.4f} s  {name}")
             report.write(f"Action: {action} ({total:.4f} s in functions profiled)\n")
-            stats.sort_stats(self.sort_by).print_stats(self.top_n)
+            stats.sort_stats(self.config.sort_by).print_stats(self.config.top_n)
         text = report.getvalue()
         self._write(trainer, self._file_name(stage, ".txt"), text)
         where = trainer.run_dir or "(no run directory on this process)"
-        head = f"Advanced profiler: {stage}; the top {self.top_n} functions per action in {where}/"
+        head = f"Advanced profiler: {stage}; the top {self.config.top_n} functions per action in {where}/"
         return "\n".join([head + self._file_name(stage, ".txt"), *index])
 
     def _by_time(self) -> list[tuple[str, cProfile.Profile]]:

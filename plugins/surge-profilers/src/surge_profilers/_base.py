@@ -116,8 +116,8 @@ class EventProfiler:
     """The provider name, used in file names (``profile-<kind>.txt``)."""
 
     def __init__(self, config: ProfilerConfig) -> None:
-        self.stream = config.stream
-        self.filename, self.dirpath = config.filename, config.dirpath
+        self.config = config
+        """The settings, validated (:class:`ProfilerConfig` or a subclass's)."""
         self.spans = Spans()
         self.stage: str | None = None
         self._in_run = False  # from setup to the report at teardown: when profile() records
@@ -193,17 +193,18 @@ class EventProfiler:
     def _finish(self, trainer: surge.Trainer, stage: str) -> None:
         self.files = []
         text = self._report(trainer, stage)
-        if self.filename is not None and trainer.is_global_zero and text:  # Lightning's report file
-            directory = self.dirpath or trainer.run_dir
+        config = self.config
+        if config.filename is not None and trainer.is_global_zero and text:  # Lightning's report file
+            directory = config.dirpath or trainer.run_dir
             if directory is not None:
-                url = f"{directory.rstrip('/')}/{stage}-{self.filename}.txt"
+                url = f"{directory.rstrip('/')}/{stage}-{config.filename}.txt"
                 fs, path = fsspec.core.url_to_fs(url)
                 fs.makedirs(fs._parent(path), exist_ok=True)
                 with fs.open(path, "a") as f:
                     f.write(text if text.endswith("\n") else f"{text}\n")
                 self.files.append(url)
-        elif self.stream is not None and trainer.is_global_zero and text:
-            out: IO[str] = sys.stdout if self.stream == "stdout" else sys.stderr
+        elif config.stream is not None and trainer.is_global_zero and text:
+            out: IO[str] = sys.stdout if config.stream == "stdout" else sys.stderr
             out.write(text if text.endswith("\n") else f"{text}\n")
             out.flush()
 

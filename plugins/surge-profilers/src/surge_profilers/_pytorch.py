@@ -66,7 +66,7 @@ class PyTorchProfiler(EventProfiler):
     def __init__(self, **settings: Any) -> None:
         config = validated(PyTorchProfilerConfig, settings)
         super().__init__(config)
-        self.config = config
+        self.config: PyTorchProfilerConfig = config
         self.traces: list[str] = []
         """Chrome trace files written in the current run."""
         self.tables: list[str] = []

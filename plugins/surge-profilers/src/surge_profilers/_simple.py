@@ -62,7 +62,7 @@ class SimpleProfiler(EventProfiler):
     def __init__(self, **settings: Any) -> None:
         config = validated(SimpleProfilerConfig, settings)
         super().__init__(config)
-        self.sort_by = config.sort_by
+        self.config: SimpleProfilerConfig = config
         self.min_total = config.min_total_ms / 1e3
         self.actions: dict[str, Stat] = {}
         self.handlers: dict[tuple[str, str], Stat] = {}
@@ -185,7 +185,7 @@ class SimpleProfiler(EventProfiler):
             "mean": lambda kv: -kv[1].mean,
             "calls": lambda kv: -kv[1].calls,
             "name": lambda kv: kv[0],
-        }[self.sort_by]
+        }[self.config.sort_by]
         return sorted(items, key=key)
 
 

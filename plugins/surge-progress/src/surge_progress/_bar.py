@@ -14,10 +14,10 @@ import math
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TextIO
 
 import surge
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 if TYPE_CHECKING:
     from surge import events as ev
@@ -45,28 +45,6 @@ _HOOKS = frozenset(
         "teardown",
     }
 )
-
-
-class ProgressConfig(BaseModel):
-    """Settings of the ``progress`` plugin (``Trainer(plugins={"progress": {...}})``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    refresh_rate: int = Field(1, ge=0)
-    """At least this many batches between two refreshes; ``0`` switches the bar off."""
-    refresh_interval: float = Field(0.1, ge=0)
-    """At least this many seconds between two refreshes (``0``: every ``refresh_rate`` batches)."""
-    leave: bool = False
-    """Terminal: print each finished epoch's bar above the display, where it stays (``False``: one training
-    bar, reused each epoch)."""
-    mode: Literal["auto", "rich", "plain"] = "auto"
-    """``auto``: a rich display when the stream is a terminal, plain text lines otherwise."""
-    stream: Literal["stderr", "stdout"] = "stderr"
-    """Where the bar goes. stderr keeps stdout for the program's own output, as tqdm does."""
-    plain_interval: float | None = Field(5.0, gt=0)
-    """Plain mode: a line every this many seconds (``None``: no timed lines)."""
-    plain_every_n_batches: int = Field(0, ge=0)
-    """Plain mode: also a line every this many batches of a bar (``0``: none)."""
 
 
 class _Bar:
@@ -106,39 +84,42 @@ class ProgressBar:
     the checks in a row without improvement, out of ``patience`` (``patience/val_loss=1/3``), from its
     ``early_stopping_check`` event.
 
-    The ``progress`` plugin builds one with its settings (:class:`ProgressConfig`) in every run;
-    ``Trainer(enable_progress_bar=False)`` switches it off.
+    The ``progress`` plugin builds one with its settings in every run; ``Trainer(enable_progress_bar=False)``
+    switches it off.
+
+    Args:
+        refresh_rate: At least this many batches between two refreshes; ``0`` switches the bar off.
+        refresh_interval: At least this many seconds between two refreshes (``0``: every ``refresh_rate``
+            batches).
+        leave: Terminal: print each finished epoch's bar above the display, where it stays (``False``: one
+            training bar, reused each epoch).
+        mode: ``auto``: a rich display when the stream is a terminal, plain text lines otherwise.
+        stream: Where the bar goes. stderr keeps stdout for the program's own output, as tqdm does.
+        plain_interval: Plain mode: a line every this many seconds (``None``: no timed lines).
+        plain_every_n_batches: Plain mode: also a line every this many batches of a bar (``0``: none).
     """
 
     surge_name = "progress"
     surge_kind = "observer"
 
+    @surge.validated
     def __init__(
         self,
-        refresh_rate: int = 1,
-        refresh_interval: float = 0.1,
+        refresh_rate: Annotated[int, Field(ge=0)] = 1,
+        refresh_interval: Annotated[float, Field(ge=0)] = 0.1,
         leave: bool = False,
         mode: Literal["auto", "rich", "plain"] = "auto",
         stream: Literal["stderr", "stdout"] = "stderr",
-        plain_interval: float | None = 5.0,
-        plain_every_n_batches: int = 0,
+        plain_interval: Annotated[float | None, Field(gt=0)] = 5.0,
+        plain_every_n_batches: Annotated[int, Field(ge=0)] = 0,
     ) -> None:
-        config = ProgressConfig(
-            refresh_rate=refresh_rate,
-            refresh_interval=refresh_interval,
-            leave=leave,
-            mode=mode,
-            stream=stream,
-            plain_interval=plain_interval,
-            plain_every_n_batches=plain_every_n_batches,
-        )
-        self.refresh_rate = config.refresh_rate
-        self.refresh_interval = config.refresh_interval
-        self.leave = config.leave
-        self.mode = config.mode
-        self.stream = config.stream
-        self.plain_interval = config.plain_interval
-        self.plain_every_n_batches = config.plain_every_n_batches
+        self.refresh_rate = refresh_rate
+        self.refresh_interval = refresh_interval
+        self.leave = leave
+        self.mode = mode
+        self.stream = stream
+        self.plain_interval = plain_interval
+        self.plain_every_n_batches = plain_every_n_batches
         # Per run, set at `setup`.
         self._on = False
         self._out: TextIO | None = None
@@ -547,3 +528,7 @@ def _number(value: float) -> str:
     if value == 0 or 1e-3 <= abs(value) < 1e5:
         return f"{value:.4f}"
     return f"{value:.3e}"
+
+
+ProgressConfig = surge.settings_model(ProgressBar)
+"""The ``progress`` plugin's settings, derived from :class:`ProgressBar`'s signature."""

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import surge
 import torch
 from loguru import logger
-from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from surge import events as ev
@@ -18,20 +17,6 @@ if TYPE_CHECKING:
 __all__ = ["LRMonitorConfig", "LearningRateMonitor"]
 
 SOURCE = "lr_monitor"
-
-
-class LRMonitorConfig(BaseModel):
-    """Settings of the ``lr_monitor`` plugin (``Trainer(plugins={"lr_monitor": {...}})``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    logging_interval: Literal["step", "epoch"] | None = None
-    """``"step"``: every ``log_every_n_steps`` optimizer steps; ``"epoch"``: when each training epoch starts;
-    ``None``: each scheduler at its own interval."""
-    log_momentum: bool = False
-    """Also ``<name>-momentum``: ``betas[0]`` for Adam-like optimizers, else ``momentum`` (0 when none)."""
-    log_weight_decay: bool = False
-    """Also ``<name>-weight_decay``."""
 
 
 @dataclass(frozen=True)
@@ -57,25 +42,30 @@ class LearningRateMonitor:
       optimizer to one of the two.
     * The values also go into ``lrs`` (name -> list of learning rates), as in Lightning.
 
-    The ``lr_monitor`` plugin builds one with its settings (:class:`LRMonitorConfig`) when a run asks for it
+    The ``lr_monitor`` plugin builds one with its settings when a run asks for it
     (``Trainer(plugins=["lr_monitor"])``).
+
+    Args:
+        logging_interval: ``"step"``: every ``log_every_n_steps`` optimizer steps; ``"epoch"``: when each
+            training epoch starts; ``None``: each scheduler at its own interval.
+        log_momentum: Also ``<name>-momentum``: ``betas[0]`` for Adam-like optimizers, else ``momentum`` (0
+            when none).
+        log_weight_decay: Also ``<name>-weight_decay``.
     """
 
     surge_name = "lr_monitor"
     surge_kind = "observer"
 
+    @surge.validated
     def __init__(
         self,
         logging_interval: Literal["step", "epoch"] | None = None,
         log_momentum: bool = False,
         log_weight_decay: bool = False,
     ) -> None:
-        config = LRMonitorConfig(
-            logging_interval=logging_interval, log_momentum=log_momentum, log_weight_decay=log_weight_decay
-        )
-        self.logging_interval = config.logging_interval
-        self.log_momentum = config.log_momentum
-        self.log_weight_decay = config.log_weight_decay
+        self.logging_interval = logging_interval
+        self.log_momentum = log_momentum
+        self.log_weight_decay = log_weight_decay
         self.lrs: dict[str, list[float]] = {}
         self._watched: list[_Watched] = []
         self._at_step: list[_Watched] = []
@@ -196,3 +186,7 @@ def _group_names(optimizer: torch.optim.Optimizer, base: str) -> tuple[str, ...]
     if len(groups) == 1:
         return (f"{base}/{groups[0]['name']}",) if "name" in groups[0] else (base,)
     return tuple(f"{base}/{g.get('name', f'pg{i + 1}')}" for i, g in enumerate(groups))
+
+
+LRMonitorConfig = surge.settings_model(LearningRateMonitor)
+"""The ``lr_monitor`` plugin's settings, derived from :class:`LearningRateMonitor`'s signature."""

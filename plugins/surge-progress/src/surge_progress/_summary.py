@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import surge
 import torch
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 from torch import nn
 from torch.nn.parameter import UninitializedParameter
 
@@ -221,52 +221,42 @@ def _text(shape: Shape | None) -> str:
     return "?" if shape is None else str(shape)
 
 
-class SummaryConfig(BaseModel):
-    """Settings of the ``model_summary`` plugin (``Trainer(plugins={"model_summary": {...}})``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_depth: int = Field(1, ge=-1)
-    """1: the direct children; -1: every submodule; 0: no table, the totals only."""
-    mode: Literal["top", "full"] | None = None
-    """Lightning's ``weights_summary``: ``"top"`` is ``max_depth=1``, ``"full"`` is ``max_depth=-1``."""
-    stream: Literal["stderr", "stdout"] = "stderr"
-
-    @model_validator(mode="after")
-    def _one_depth(self) -> SummaryConfig:
-        if self.mode is not None:
-            depth = _MODE_DEPTH[self.mode]
-            if "max_depth" in self.model_fields_set and self.max_depth != depth:
-                raise ValueError(
-                    f"mode={self.mode!r} means max_depth={depth}, but max_depth={self.max_depth} is also given; "
-                    "pass one of them"
-                )
-            self.max_depth = depth
-        return self
+def _one_depth(settings: Any) -> None:
+    """``mode`` (Lightning's ``weights_summary``) sets ``max_depth``; both given must agree."""
+    if settings.mode is not None:
+        depth = _MODE_DEPTH[settings.mode]
+        if "max_depth" in settings.model_fields_set and settings.max_depth != depth:
+            raise ValueError(
+                f"mode={settings.mode!r} means max_depth={depth}, but max_depth={settings.max_depth} is also "
+                "given; pass one of them"
+            )
+        settings.max_depth = depth
 
 
 class ModelSummary:
     """Prints :func:`summarize` of the module when ``fit`` starts, on global rank zero only.
 
-    The ``model_summary`` plugin builds one with its settings (:class:`SummaryConfig`) in every run;
+    The ``model_summary`` plugin builds one with its settings in every run;
     ``Trainer(enable_model_summary=False)`` switches it off. ``summary`` holds the last one printed.
+
+    Args:
+        max_depth: 1: the direct children; -1: every submodule; 0: no table, the totals only.
+        mode: Lightning's ``weights_summary``: ``"top"`` is ``max_depth=1``, ``"full"`` is ``max_depth=-1``.
+        stream: Where the summary is printed.
     """
 
     surge_name = "model_summary"
     surge_kind = "observer"
 
+    @surge.validated(check=_one_depth)
     def __init__(
         self,
-        max_depth: int = 1,
+        max_depth: Annotated[int, Field(ge=-1)] = 1,
         mode: Literal["top", "full"] | None = None,
         stream: Literal["stderr", "stdout"] = "stderr",
     ) -> None:
-        settings: dict[str, Any] = {"mode": mode, "stream": stream}
-        if mode is None or max_depth != 1:
-            settings["max_depth"] = max_depth
-        config = SummaryConfig(**settings)
-        self.max_depth = config.max_depth
-        self.stream = config.stream
+        self.max_depth = max_depth
+        self.stream = stream
         self.summary: Summary | None = None
 
     @surge.hookimpl
@@ -277,3 +267,7 @@ class ModelSummary:
         out = sys.stdout if self.stream == "stdout" else sys.stderr
         out.write(f"{self.summary}\n")
         out.flush()
+
+
+SummaryConfig = surge.settings_model(ModelSummary)
+"""The ``model_summary`` plugin's settings, derived from :class:`ModelSummary`'s signature."""

@@ -33,7 +33,6 @@ swa_plugin = surge.Plugin(
     name="swa",
     kind="participant",
     factory=StochasticWeightAveraging,
-    config=SWAConfig,
     default=False,
     description="stochastic weight averaging: SWALR schedule, one average per epoch, averaged weights at fit end",
     switches={"stochastic_weight_avg": lambda value: {} if value else None},
@@ -43,7 +42,6 @@ ema_plugin = surge.Plugin(
     name="ema",
     kind="participant",
     factory=ExponentialMovingAverage,
-    config=EMAConfig,
     default=False,
     description="exponential moving average of the weights, updated after optimizer steps, used for validation",
 )

@@ -5,12 +5,12 @@ synchronisation), and swapped in for validation and test."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import surge
 import torch
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 from torch import nn
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 
@@ -20,33 +20,11 @@ if TYPE_CHECKING:
 __all__ = ["EMAConfig", "ExponentialMovingAverage"]
 
 
-class EMAConfig(BaseModel):
-    """Settings of the ``ema`` plugin (``Trainer(plugins={"ema": {...}})``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    decay: float = Field(0.999, ge=0.0, le=1.0)
-    """``ema = decay * ema + (1 - decay) * weights`` at every update."""
-    update_every_n_steps: int = Field(1, ge=1)
-    """Update after every n-th optimizer step, counted from the first update."""
-    start_step: int | None = Field(None, ge=0)
-    """The first update follows the optimizer step taken at ``trainer.global_step == start_step``."""
-    start_epoch: int | None = Field(None, ge=0)
-    """The first update follows the first optimizer step of training epoch ``start_epoch`` (0-based)."""
-    use_buffers: bool = True
-    """Average floating-point buffers (batch-norm running statistics) too; otherwise the model's are used."""
-    validate_with_ema: bool = True
-    """Validation and test run on the EMA weights (swapped in at their start, back at their end)."""
-    apply_at_end: bool = False
-    """Copy the EMA weights into the Module when training ends."""
-
-    @model_validator(mode="after")
-    def _one_start(self) -> EMAConfig:
-        if self.start_step is not None and self.start_epoch is not None:
-            raise ValueError(
-                "start_step and start_epoch exclude each other: give one of them (or neither, to start at step 0)"
-            )
-        return self
+def _one_start(settings: Any) -> None:
+    if settings.start_step is not None and settings.start_epoch is not None:
+        raise ValueError(
+            "start_step and start_epoch exclude each other: give one of them (or neither, to start at step 0)"
+        )
 
 
 class ExponentialMovingAverage:
@@ -66,36 +44,40 @@ class ExponentialMovingAverage:
       continues the average exactly. ``Trainer.validate``/``test`` with ``ckpt_path`` read the EMA from the
       checkpoint too.
     * ``apply_at_end``: the Module keeps the EMA weights after ``fit``.
+
+    Args:
+        decay: ``ema = decay * ema + (1 - decay) * weights`` at every update.
+        update_every_n_steps: Update after every n-th optimizer step, counted from the first update.
+        start_step: The first update follows the optimizer step taken at ``trainer.global_step == start_step``.
+        start_epoch: The first update follows the first optimizer step of training epoch ``start_epoch``
+            (0-based).
+        use_buffers: Average floating-point buffers (batch-norm running statistics) too; otherwise the
+            model's are used.
+        validate_with_ema: Validation and test run on the EMA weights (swapped in at their start, back at
+            their end).
+        apply_at_end: Copy the EMA weights into the Module when training ends.
     """
 
     surge_name = "ema"
 
+    @surge.validated(check=_one_start)
     def __init__(
         self,
-        decay: float = 0.999,
-        update_every_n_steps: int = 1,
-        start_step: int | None = None,
-        start_epoch: int | None = None,
+        decay: Annotated[float, Field(ge=0.0, le=1.0)] = 0.999,
+        update_every_n_steps: Annotated[int, Field(ge=1)] = 1,
+        start_step: Annotated[int | None, Field(ge=0)] = None,
+        start_epoch: Annotated[int | None, Field(ge=0)] = None,
         use_buffers: bool = True,
         validate_with_ema: bool = True,
         apply_at_end: bool = False,
     ) -> None:
-        config = EMAConfig(
-            decay=decay,
-            update_every_n_steps=update_every_n_steps,
-            start_step=start_step,
-            start_epoch=start_epoch,
-            use_buffers=use_buffers,
-            validate_with_ema=validate_with_ema,
-            apply_at_end=apply_at_end,
-        )
-        self.decay = config.decay
-        self.update_every_n_steps = config.update_every_n_steps
-        self.start_step = config.start_step
-        self.start_epoch = config.start_epoch
-        self.use_buffers = config.use_buffers
-        self.validate_with_ema = config.validate_with_ema
-        self.apply_at_end = config.apply_at_end
+        self.decay = decay
+        self.update_every_n_steps = update_every_n_steps
+        self.start_step = start_step
+        self.start_epoch = start_epoch
+        self.use_buffers = use_buffers
+        self.validate_with_ema = validate_with_ema
+        self.apply_at_end = apply_at_end
         self.n_averaged = 0
         """Updates so far (0: no average yet)."""
         self.first_step: int | None = None
@@ -280,3 +262,7 @@ class ExponentialMovingAverage:
         with torch.no_grad():
             torch._foreach_copy_(self._model, self._backup)
         self._swapped = False
+
+
+EMAConfig = surge.settings_model(ExponentialMovingAverage)
+"""The ``ema`` plugin's settings, derived from :class:`ExponentialMovingAverage`'s signature."""

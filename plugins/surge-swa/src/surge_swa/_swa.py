@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import surge
 import torch
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, field_validator
+from pydantic import BeforeValidator, Field, PositiveFloat
 from torch import nn
 from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
 
@@ -28,45 +28,23 @@ __all__ = ["SWAConfig", "StochasticWeightAveraging"]
 _PATH = "trainer.plugins.swa"
 
 
-class SWAConfig(BaseModel):
-    """Settings of the ``swa`` plugin (``Trainer(plugins={"swa": {...}})``); Lightning's names and defaults."""
+def _epoch_start(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("must be an int epoch (>= 1) or a float fraction of max_epochs in [0, 1]")
+    if isinstance(value, int) and value < 1:
+        raise ValueError("an int is the 1-based epoch to start from and must be >= 1 (or give a float in [0, 1])")
+    if isinstance(value, float) and not 0.0 <= value <= 1.0:
+        raise ValueError("a float is a fraction of max_epochs and must lie in [0, 1] (or give an int epoch >= 1)")
+    return value
 
-    model_config = ConfigDict(extra="forbid")
 
-    swa_lrs: PositiveFloat | Annotated[list[PositiveFloat], Field(min_length=1)] | None = None
-    """The learning rate SWALR anneals to: one for every parameter group, or one per group. ``None``: each
-    group's learning rate when averaging starts."""
-    swa_epoch_start: int | float = 0.8
-    """When averaging starts. An int is Lightning's 1-based epoch (``1``: from the first epoch); a float in
-    [0, 1] is a fraction of ``max_epochs`` (``0.8`` of 10 epochs: from the 8th epoch, ``current_epoch == 7``)."""
-    annealing_epochs: int = Field(10, ge=0)
-    """Epochs SWALR takes to anneal from the learning rate at the start to ``swa_lrs``."""
-    annealing_strategy: Literal["cos", "linear"] = "cos"
-    """The shape of SWALR's annealing."""
-    device: str | None = None
-    """Where the averaged copy of the weights lives (``"cpu"`` saves accelerator memory); ``None``: with the
-    model."""
-
-    @field_validator("swa_epoch_start", mode="before")
-    @classmethod
-    def _epoch_start(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError("must be an int epoch (>= 1) or a float fraction of max_epochs in [0, 1]")
-        if isinstance(value, int) and value < 1:
-            raise ValueError("an int is the 1-based epoch to start from and must be >= 1 (or give a float in [0, 1])")
-        if isinstance(value, float) and not 0.0 <= value <= 1.0:
-            raise ValueError("a float is a fraction of max_epochs and must lie in [0, 1] (or give an int epoch >= 1)")
-        return value
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                torch.device(value)
-            except RuntimeError as exc:
-                raise ValueError(f"not a torch device ({exc}); use e.g. 'cpu' or 'cuda:0'") from None
-        return value
+def _device(value: Any) -> Any:
+    if value is not None:
+        try:
+            return str(torch.device(value))
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"not a torch device ({exc}); use e.g. 'cpu' or 'cuda:0'") from None
+    return value
 
 
 class _Shadow(nn.Module):
@@ -99,31 +77,37 @@ class StochasticWeightAveraging:
       (``update_bn``: the input is the batch, or its first element for a list or tuple).
     * **Checkpoints** hold the averaged parameters, the number averaged, SWALR's state and learning rates.
 
-    One optimizer only (several: a :class:`surge.SurgeError` when ``fit`` starts).
+    One optimizer only (several: a :class:`surge.SurgeError` when ``fit`` starts). Lightning's names and
+    defaults.
+
+    Args:
+        swa_lrs: The learning rate SWALR anneals to: one for every parameter group, or one per group.
+            ``None``: each group's learning rate when averaging starts.
+        swa_epoch_start: When averaging starts. An int is Lightning's 1-based epoch (``1``: from the first
+            epoch); a float in [0, 1] is a fraction of ``max_epochs`` (``0.8`` of 10 epochs: from the 8th
+            epoch, ``current_epoch == 7``).
+        annealing_epochs: Epochs SWALR takes to anneal from the learning rate at the start to ``swa_lrs``.
+        annealing_strategy: The shape of SWALR's annealing.
+        device: Where the averaged copy of the weights lives (``"cpu"`` saves accelerator memory); ``None``:
+            with the model.
     """
 
     surge_name = "swa"
 
+    @surge.validated
     def __init__(
         self,
-        swa_lrs: float | list[float] | None = None,
-        swa_epoch_start: int | float = 0.8,
-        annealing_epochs: int = 10,
+        swa_lrs: PositiveFloat | Annotated[list[PositiveFloat], Field(min_length=1)] | None = None,
+        swa_epoch_start: Annotated[int | float, BeforeValidator(_epoch_start)] = 0.8,
+        annealing_epochs: Annotated[int, Field(ge=0)] = 10,
         annealing_strategy: Literal["cos", "linear"] = "cos",
-        device: str | torch.device | None = None,
+        device: Annotated[str | torch.device | None, BeforeValidator(_device)] = None,
     ) -> None:
-        config = SWAConfig(
-            swa_lrs=swa_lrs,
-            swa_epoch_start=swa_epoch_start,
-            annealing_epochs=annealing_epochs,
-            annealing_strategy=annealing_strategy,
-            device=str(device) if device is not None else None,
-        )
-        self.swa_lrs = config.swa_lrs
-        self.swa_epoch_start = config.swa_epoch_start
-        self.annealing_epochs = config.annealing_epochs
-        self.annealing_strategy = config.annealing_strategy
-        self.device = torch.device(config.device) if config.device is not None else None
+        self.swa_lrs = swa_lrs
+        self.swa_epoch_start = swa_epoch_start
+        self.annealing_epochs = annealing_epochs
+        self.annealing_strategy = annealing_strategy
+        self.device = torch.device(device) if device is not None else None
         self.swa_start: int | None = None
         """The first averaged epoch (0-based), known once ``fit`` starts."""
         self.swa_end: int | None = None
@@ -357,3 +341,7 @@ def _training_inputs(trainer: surge.Trainer) -> Iterator[Any]:
     strategy, precision = trainer.strategy, trainer.precision_plugin
     for batch in itertools.islice(trainer.train_dataloader, None if math.isinf(n) else int(n)):
         yield precision.convert_input(strategy.batch_to_device(batch))
+
+
+SWAConfig = surge.settings_model(StochasticWeightAveraging)
+"""The ``swa`` plugin's settings, derived from :class:`StochasticWeightAveraging`'s signature."""

@@ -24,7 +24,6 @@ plugin = surge.Plugin(
     name="tensorboard",
     kind="observer",
     factory=TensorBoardLogger,
-    config=TensorBoardConfig,
     default=False,
     role="logger",
     description="TensorBoard event files in the run directory: scalars, hparams, graph, histograms",

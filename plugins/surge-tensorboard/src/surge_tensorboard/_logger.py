@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import surge
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, Field
 
 if TYPE_CHECKING:
     from surge import events as ev
@@ -25,53 +25,58 @@ _HISTOGRAM_HOOKS = frozenset({"train_epoch_start", "before_optimizer_step", "tra
 _GRADIENT_HOOKS = frozenset({"train_epoch_start", "before_optimizer_step"})
 
 
-class TensorBoardConfig(BaseModel):
-    """The settings of :class:`TensorBoardLogger`, also its section of a run config
-    (``Trainer(plugins={"tensorboard": {...}})``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    sub_dir: str | None = None
-    """Write into ``<run_dir>/<sub_dir>`` instead of the run directory itself (TensorBoard then shows the
-    run as ``version_N/<sub_dir>``). A relative path."""
-    log_graph: bool = False
-    """Add the model's graph, traced on the Module's ``example_input_array``, once per run directory."""
-    histograms_every_n_epochs: int | None = Field(None, ge=1)
-    """Every n training epochs, histograms of the weights (at the epoch's end) and, with
-    ``histogram_gradients``, of the gradients (at the epoch's first optimizer step). ``None``: none."""
-    histogram_gradients: bool = True
-    """Include gradient histograms when ``histograms_every_n_epochs`` is set."""
-    default_hp_metric: bool = False
-    """Write Lightning's ``hp_metric = -1`` placeholder when hyper-parameters are logged at step 0. The
-    HPARAMS tab works without it (every scalar is offered as a metric); turn it on for dashboards that
-    expect ``hp_metric``, and log the real value under that name."""
-    flush_secs: float = Field(120.0, gt=0)
-    """Background flush interval for records not followed by a metrics write. Metrics are flushed at every
-    ``log_metrics`` regardless."""
-
-    @field_validator("sub_dir")
-    @classmethod
-    def _relative(cls, value: str | None) -> str | None:
-        if value is not None and (
-            not value or "://" in value or PurePath(value).is_absolute() or ".." in PurePath(value).parts
-        ):
-            raise ValueError(f"{value!r} must be a relative path inside the run directory, e.g. 'tensorboard'")
-        return value
+def _relative(value: str | None) -> str | None:
+    if value is not None and (
+        not value or "://" in value or PurePath(value).is_absolute() or ".." in PurePath(value).parts
+    ):
+        raise ValueError(f"{value!r} must be a relative path inside the run directory, e.g. 'tensorboard'")
+    return value
 
 
 class TensorBoardLogger:
     """Writes a run's metrics, hyper-parameters, graph and histograms as TensorBoard event files.
 
     The ``tensorboard`` plugin builds one per Trainer from its settings; an instance can also be passed
-    directly (``Trainer(logger=[TensorBoardLogger(log_graph=True)])``). Keyword arguments are the fields
-    of :class:`TensorBoardConfig`.
+    directly (``Trainer(logger=[TensorBoardLogger(log_graph=True)])``); its keyword arguments are the
+    plugin's settings.
+
+    Args:
+        sub_dir: Write into ``<run_dir>/<sub_dir>`` instead of the run directory itself (TensorBoard then shows
+            the run as ``version_N/<sub_dir>``). A relative path.
+        log_graph: Add the model's graph, traced on the Module's ``example_input_array``, once per run
+            directory.
+        histograms_every_n_epochs: Every n training epochs, histograms of the weights (at the epoch's end) and,
+            with ``histogram_gradients``, of the gradients (at the epoch's first optimizer step). ``None``:
+            none.
+        histogram_gradients: Include gradient histograms when ``histograms_every_n_epochs`` is set.
+        default_hp_metric: Write Lightning's ``hp_metric = -1`` placeholder when hyper-parameters are logged at
+            step 0. The HPARAMS tab works without it (every scalar is offered as a metric); turn it on for
+            dashboards that expect ``hp_metric``, and log the real value under that name.
+        flush_secs: Background flush interval for records not followed by a metrics write. Metrics are flushed
+            at every ``log_metrics`` regardless.
     """
 
     surge_name = "tensorboard"
     surge_kind = "observer"
 
-    def __init__(self, **settings: Any) -> None:
-        self.config = TensorBoardConfig(**settings)
+    @surge.validated
+    def __init__(
+        self,
+        *,
+        sub_dir: Annotated[str | None, AfterValidator(_relative)] = None,
+        log_graph: bool = False,
+        histograms_every_n_epochs: Annotated[int | None, Field(ge=1)] = None,
+        histogram_gradients: bool = True,
+        default_hp_metric: bool = False,
+        flush_secs: Annotated[float, Field(gt=0)] = 120.0,
+    ) -> None:
+        self.sub_dir = sub_dir
+        self.log_graph = log_graph
+        self.histograms_every_n_epochs = histograms_every_n_epochs
+        """Read by ``train_epoch_end``'s ``@surge.hookimpl(every_n_epochs=...)`` when a run starts."""
+        self.histogram_gradients = histogram_gradients
+        self.default_hp_metric = default_hp_metric
+        self.flush_secs = flush_secs
         self.log_dir: str | None = None
         """Where the current (or last) run's event files go; ``None`` before a run and on other ranks."""
         self._active = False  # between setup and teardown, on global rank zero
@@ -86,14 +91,9 @@ class TensorBoardLogger:
     def surge_unused_hooks(self) -> frozenset[str]:
         """Without histograms (or without gradient histograms) the per-epoch and per-step handlers are not
         dispatched at all."""
-        if self.config.histograms_every_n_epochs is None:
+        if self.histograms_every_n_epochs is None:
             return _HISTOGRAM_HOOKS
-        return frozenset() if self.config.histogram_gradients else _GRADIENT_HOOKS
-
-    @property
-    def histograms_every_n_epochs(self) -> int | None:
-        """The setting, where ``train_epoch_end``'s ``@surge.hookimpl(every_n_epochs=...)`` reads it."""
-        return self.config.histograms_every_n_epochs
+        return frozenset() if self.histogram_gradients else _GRADIENT_HOOKS
 
     @property
     def writer(self) -> SummaryWriter | None:
@@ -128,7 +128,7 @@ class TensorBoardLogger:
             self.log_dir = None  # setup fires on every rank; only global rank zero has a run directory
             return
         assert trainer.run_dir is not None
-        sub_dir = self.config.sub_dir
+        sub_dir = self.sub_dir
         run_dir = trainer.run_dir
         if sub_dir is None:
             self.log_dir = run_dir
@@ -136,7 +136,7 @@ class TensorBoardLogger:
             self.log_dir = f"{run_dir.rstrip('/')}/{sub_dir}"
         else:
             self.log_dir = os.path.join(run_dir, sub_dir)
-        if self.config.log_graph and event.stage != "predict" and self._graph_dir != self.log_dir:
+        if self.log_graph and event.stage != "predict" and self._graph_dir != self.log_dir:
             self._graph_dir = self.log_dir
             self._add_graph(trainer)
 
@@ -170,7 +170,7 @@ class TensorBoardLogger:
         writer, step = self._open(), event.trainer.global_step
         _tb.add_summary(writer, _tb.session_start(_tb.flatten_hparams(event.params)), step)
         self._hparams_written = True
-        if self.config.default_hp_metric and step == 0:  # a resumed run's placeholder would predate its data
+        if self.default_hp_metric and step == 0:  # a resumed run's placeholder would predate its data
             _tb.add_summary(writer, _tb.scalars({"hp_metric": -1.0}), 0)
 
     @surge.hookimpl
@@ -214,7 +214,7 @@ class TensorBoardLogger:
         _tb.add_histograms(self._open(), "weights", weights, event.trainer.global_step)
 
     def _histogram_epoch(self, epoch: int) -> bool:
-        n = self.config.histograms_every_n_epochs
+        n = self.histograms_every_n_epochs
         return self._active and n is not None and (epoch + 1) % n == 0
 
     # -- the writer -------------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ class TensorBoardLogger:
             from surge_tensorboard import _tb
 
             assert self._active and self.log_dir is not None
-            self._writer = _tb.SummaryWriter(self.log_dir, flush_secs=self.config.flush_secs)
+            self._writer = _tb.SummaryWriter(self.log_dir, flush_secs=self.flush_secs)
         return self._writer
 
     def _flush(self) -> None:
@@ -271,3 +271,7 @@ class _NoExperiment:
 
     def __getitem__(self, key: Any) -> _NoExperiment:
         return self
+
+
+TensorBoardConfig = surge.settings_model(TensorBoardLogger)
+"""The ``tensorboard`` plugin's settings, derived from :class:`TensorBoardLogger`'s signature."""
