@@ -142,9 +142,8 @@ class LearningRateMonitor:
                     stats[f"{name}-momentum"] = float(_momentum(group))
                 if self.log_weight_decay:
                     stats[f"{name}-weight_decay"] = float(group.get("weight_decay", 0.0))
-        trainer.log_metrics(stats, step=step, source=SOURCE)
         # as Lightning's monitor: the values are also metrics other handlers can read (a scheduler, a callback)
-        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in stats.items()})
+        trainer.log_metrics(stats, step=step, source=SOURCE, publish=True)
 
 
 def _has_momentum(optimizer: torch.optim.Optimizer) -> bool:
