@@ -163,3 +163,14 @@ def test_a_checkpoint_request_is_served_with_the_view(hidden: Any, make_trainer:
 
     trainer = _fit(make_trainer, Requester())
     assert saved == [trainer] and saved[0] is trainer.view
+
+
+def test_a_lightning_callback_still_stops_the_fit_by_setting_should_stop(hidden: Any, make_trainer: Any) -> None:
+    class StopLikeLightning(Callback):
+        def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
+            trainer.should_stop = True  # Lightning's API, on the Trainer itself
+
+    trainer = make_trainer(callbacks=[StopLikeLightning()], max_epochs=3, limit_train_batches=4, limit_val_batches=0)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    assert trainer.global_step == 1 and trainer.should_stop
+    assert trainer.state.stop_reason == "trainer.should_stop was set to True (a Lightning callback)"

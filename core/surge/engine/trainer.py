@@ -225,6 +225,16 @@ class Trainer:
     def should_stop(self) -> bool:
         return self.state.should_stop
 
+    @should_stop.setter
+    def should_stop(self, value: bool) -> None:
+        """Lightning's way for a callback to stop the fit (its ``EarlyStopping`` sets ``trainer.should_stop = True``):
+        :meth:`request_stop`. Lightning callbacks get the Trainer itself; a plugin's handler, whose
+        ``event.trainer`` is the read-only view, calls ``request_stop(reason)``."""
+        if value:
+            self.request_stop("trainer.should_stop was set to True (a Lightning callback)")
+        else:
+            self.state.should_stop = False
+
     @property
     def interrupted(self) -> bool:
         return self.state.interrupted

@@ -362,7 +362,7 @@ class RunView:
 
     @property
     def is_global_zero(self) -> bool:
-        return self._trainer.is_global_zero  # type: ignore[no-any-return]
+        return self._trainer.strategy.is_global_zero  # type: ignore[no-any-return]
 
     @property
     def accumulate_grad_batches(self) -> int:
@@ -376,7 +376,7 @@ class RunView:
     def logged_metrics(self) -> Mapping[str, torch.Tensor]:
         return MappingProxyType(self._trainer.logged_metrics)
 
-    # -- everything else public: the Trainer's ------------------------------------------------------------------
+    # -- the rest of Run: forwarding properties added below; anything else public: the Trainer's --------------------
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(
@@ -402,6 +402,16 @@ class RunView:
 
     def __repr__(self) -> str:
         return f"RunView({self._trainer!r})"
+
+
+def _forwarding(name: str) -> property:
+    return property(lambda view: getattr(view._trainer, name), doc=f"The Trainer's ``{name}``.")
+
+
+# Each member of Run that RunView does not define reads through a property of its own: a plain lookup, where
+# __getattr__ would run only after a failed one (several times slower; it serves what Run does not list).
+for _name in [n for n in vars(Run) if not n.startswith("_") and n not in vars(RunView)]:
+    setattr(RunView, _name, _forwarding(_name))
 
 
 def _trainer_of(run: object) -> Any:
