@@ -362,7 +362,7 @@ class RunView:
 
     @property
     def is_global_zero(self) -> bool:
-        return self._trainer.strategy.is_global_zero  # type: ignore[no-any-return]
+        return self._trainer.is_global_zero  # type: ignore[no-any-return]
 
     @property
     def accumulate_grad_batches(self) -> int:

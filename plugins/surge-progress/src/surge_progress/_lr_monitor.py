@@ -101,7 +101,8 @@ class LearningRateMonitor:
             w for w in self._watched if interval == "epoch" or (interval is None and w.interval != "step")
         ]
         self._last_step = -1
-        if trainer.is_global_zero and not trainer.event_order("log_metrics"):
+        # the order holds the Module's place ("module") from the start: a logger is any other handler
+        if trainer.is_global_zero and not set(trainer.event_order("log_metrics")) - {"module"}:
             logger.warning(
                 "lr_monitor: no active plugin handles log_metrics (no logger), so the learning rates are only "
                 "kept in LearningRateMonitor.lrs; enable a logger (Trainer(logger=True) or logger='csv')"
