@@ -211,11 +211,26 @@ def test_event_and_order_show_the_resolved_handlers(plugin_env, capsys) -> None:
     plugin_env.add(surge.Plugin(name="plain", kind="participant", default=True, factory=_Counter))
     plugin_env.add(surge.Plugin(name="early", kind="participant", default=True, factory=First))
     assert main(["plugins", "--event", "train_batch_end", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"event": "train_batch_end", "handlers": ["early", "plain", "late"]}
+    said = surge.events.contract(surge.events.TrainBatchEnd)  # the event's contract, as docs/events.md shows it
+    assert json.loads(capsys.readouterr().out) == {
+        "event": "train_batch_end",
+        "handlers": ["early", "plain", "module", "late"],  # the Module's place is in the order from the start
+        "payload": "TrainBatchEnd",
+        "fields": ["outputs", "batch", "batch_idx"],
+        "when": said.when,
+        "may_change": said.may_change,
+    }
+    assert said.when.startswith("After the training step") and "request_stop" in said.may_change
+    assert main(["plugins", "--event", "train_batch_end"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "  payload: TrainBatchEnd(outputs, batch, batch_idx)",
+        f"  when: {said.when}",
+        f"  may change: {said.may_change}",
+    ]
     assert main(["plugins", "order", "--json"]) == 0
     order = json.loads(capsys.readouterr().out)["events"]
     assert set(order) == set(surge.events.EVENTS)
-    assert order["fit_end"] == ["early", "plain", "late"] and order["setup"] == []
+    assert order["fit_end"] == ["early", "plain", "module", "late"] and order["setup"] == ["module"]
     assert main(["plugins", "order"]) == 0
     assert "train_batch_end" in capsys.readouterr().out
     assert main(["plugins", "--event", "train_batch_ennd"]) == 1

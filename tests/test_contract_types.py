@@ -3,10 +3,14 @@ run and changes it through the named mutators, and rejects one that assigns what
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 GOOD = """
 import surge
@@ -68,3 +72,14 @@ def test_the_contract_type_checks_and_assignments_do_not(tmp_path: Path) -> None
             assignment,
             errors,
         )
+
+
+def test_what_mypy_rejects_raises_at_run_time_too(make_trainer: Any) -> None:
+    """Each assignment mypy rejects above, done on the object handlers get (``event.trainer``: ``trainer.view``),
+    raises an AttributeError naming the attribute; reading the same attribute works."""
+    trainer = make_trainer()
+    for assignment in BAD:
+        target = assignment.split("=")[0].strip()
+        with pytest.raises(AttributeError, match=rf"{re.escape(target)} is read-only to a handler"):
+            exec(f"run.{assignment}", {"run": trainer.view})
+        assert eval(f"run.{target}", {"run": trainer.view}) == eval(f"trainer.{target}", {"trainer": trainer})

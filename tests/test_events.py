@@ -7,6 +7,7 @@ provider) so that only the subscribers a test names take part.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
@@ -20,7 +21,10 @@ import pytest
 import surge
 import surge.events as ev
 import torch
+from surge.events import bus as bus_module
+from surge.events import markdown
 from surge.events import specs as hookspecs
+from surge.events.__main__ import main as surge_events_main
 from surge.testing import EventRecorder, TinyDataModule, TinyModule
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "events.md"
@@ -61,7 +65,10 @@ OUTSIDE_GRAMMAR = {"setup", "teardown", "exception", "keyboard_interrupt", "log_
 
 
 def _specs() -> dict[str, Any]:
-    return {name: fn for name, fn in vars(hookspecs).items() if inspect.isfunction(fn) and hasattr(fn, "surge_spec")}
+    """The hook specs the bus registers with pluggy for the core's events and questions."""
+    return {
+        name: fn for name, fn in vars(hookspecs.CORE).items() if inspect.isfunction(fn) and hasattr(fn, "surge_spec")
+    }
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -333,7 +340,8 @@ def test_full_fit_order(hidden: Any, make_trainer: Any) -> None:
     )
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
     _check_order(recorder, FIT_ORDER)
-    assert all(event.trainer is trainer for _, event in recorder.events)
+    # the run as handlers see it: trainer.view, which equals the Trainer (tests/test_run_view.py)
+    assert all(event.trainer == trainer for _, event in recorder.events)
 
 
 @pytest.mark.parametrize(
@@ -361,14 +369,24 @@ def test_fit_order_is_the_one_in_the_docs() -> None:
         assert f"`{name}`" in text, f"docs/events.md does not document {name}"
 
 
+def test_docs_tables_are_the_generated_ones() -> None:
+    text = DOCS.read_text()
+    assert markdown.update(text) == text, (
+        f"docs/events.md's events tables differ from the event classes' docstrings; run `{markdown.COMMAND}`"
+    )
+
+
 def test_docs_table_matches_hookspecs() -> None:
+    """Each row of docs/events.md says what the hook spec pluggy registers says: the spec's docstring before
+    and after ``May change:``, and every field of the payload."""
     rows = {}
     for line in DOCS.read_text().splitlines():
         match = re.match(r"\| `(\w+)` \|", line)
         if match:
-            rows[match.group(1)] = [cell.strip() for cell in line.strip("|").split(" | ")]
+            cells = re.split(r"(?<!\\) \| ", line.strip().strip("|"))
+            rows[match.group(1)] = [cell.strip().replace("\\|", "|") for cell in cells]
     specs = _specs()
-    for name, cls in ev.EVENTS.items():
+    for name, cls in {**ev.EVENTS, **ev.QUERIES}.items():
         _, payload, when, may = rows[name]
         doc = (inspect.getdoc(specs[name]) or "").replace("``", "`")
         documented_when, _, documented_may = doc.partition("May change:")
@@ -376,6 +394,51 @@ def test_docs_table_matches_hookspecs() -> None:
         assert may == " ".join(documented_may.split()), name
         for field in dataclasses.fields(cls):
             assert field.name == "trainer" or f"`{field.name}`" in payload, (name, field.name)
+
+
+def test_a_stale_docs_table_is_rewritten_and_missing_markers_named(tmp_path: Path) -> None:
+    text = DOCS.read_text()
+    stale = text.replace(
+        "| `train_end` | `TrainEnd` | After the last training epoch.", "| `train_end` | `TrainEnd` | Old."
+    )
+    assert stale != text and markdown.update(stale) == text
+    path = tmp_path / "events.md"
+    path.write_text(stale)
+    assert surge_events_main(["--markdown", str(path)]) == 0
+    assert path.read_text() == text
+    with pytest.raises(ValueError, match="markers of the generated 'questions' table are missing"):
+        markdown.update(text.replace("<!-- end of the questions table -->", ""))
+
+
+def test_the_bus_types_one_attribute_per_core_event() -> None:
+    """bus.Bus's TYPE_CHECKING block (attributes typed for the loops) lists exactly the core's events, in order."""
+    tree = ast.parse(inspect.getsource(bus_module.Bus))
+    (guard,) = [
+        node for node in ast.walk(tree) if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+    typed = [
+        node.target.id for node in guard.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    ]
+    assert typed == list(ev.EVENTS)
+
+
+def test_plugin_events_get_their_spec_as_the_core_events_do() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Scored(ev.Event):
+        """After a batch is scored.
+
+        May change: nothing."""
+
+        name: typing.ClassVar[str] = "batch_scored"
+        score: float
+
+    fn = hookspecs.specs_of({Scored.name: Scored}).batch_scored
+    core = _specs()["train_batch_end"]
+    assert fn.surge_spec == core.surge_spec  # type: ignore[attr-defined]
+    assert typing.get_type_hints(fn)["event"] is Scored and fn.__doc__ == Scored.__doc__
+    said = ev.contract(Scored)
+    assert (said.when, said.may_change, said.fields) == ("After a batch is scored.", "nothing.", ("score",))
+    assert "| `batch_scored` | `Scored`: `score` | After a batch is scored. | nothing. |" in markdown.table([Scored])
 
 
 def test_manual_optimization_order(hidden: Any, make_trainer: Any) -> None:

@@ -189,7 +189,7 @@ def test_only_declared_events_are_emitted(scorer_env: Any, tmp_path: Any) -> Non
 def test_two_plugins_declaring_one_event_conflict(scorer_env: Any, tmp_path: Any) -> None:
     @dataclass(frozen=True, slots=True)
     class OtherImproved(Event):
-        """Another plugin's event of the same name."""
+        """Another plugin's event of the same name. May change: nothing."""
 
         name: ClassVar[str] = "score_improved"
         score: float
@@ -223,6 +223,13 @@ class _Undocumented(Event):
     name: ClassVar[str] = "quiet_event"
 
 
+@dataclass(frozen=True, slots=True)
+class _NoContract(Event):
+    """When something happens, with no word of what a handler may change."""
+
+    name: ClassVar[str] = "vague_event"
+
+
 class _Mutable(Event):  # a subclass that is no dataclass of its own: its fields would not be declared
     """Not a dataclass."""
 
@@ -236,6 +243,10 @@ class _Mutable(Event):  # a subclass that is no dataclass of its own: its fields
         ([_CoreName], "takes the name 'train_batch_end' of a core event"),
         ([_OneWord], "in snake_case with at least two words"),
         ([_Undocumented], "has no docstring"),
+        (
+            [_NoContract],
+            "its docstring does not say what a handler may change; end it with a paragraph 'May change: ...'",
+        ),
         ([_Mutable], "must be a frozen dataclass"),
         ([dict], "is not a subclass of surge.events.Event"),
         ("score_end", "`events` must be a list"),

@@ -335,11 +335,25 @@ def _print_event(event: str, as_json: bool) -> int:
     if trainer is None:
         raise SurgeError(f"cannot resolve the handlers of '{event}': {problem}")
     handlers = trainer.event_order(event)  # a SurgeError naming the valid events for a typo
+    said = _contract(trainer, event)
     if as_json:
-        print(json.dumps({"event": event, "handlers": handlers}, indent=2))
+        print(json.dumps({"event": event, "handlers": handlers, **said}, indent=2))
     else:
         print(f"{event}: " + (" -> ".join(handlers) if handlers else "(no handler: the event is not dispatched)"))
+        print(f"  payload: {said['payload']}({', '.join(said['fields'])})")
+        print(f"  when: {said['when']}\n  may change: {said['may_change']}")
     return 0
+
+
+def _contract(trainer: Any, event: str) -> dict[str, Any]:
+    """What the event's (or question's) class says of it: :func:`surge.events.contract`, as docs/events.md shows
+    it."""
+    from surge.events import QUERIES, contract
+    from surge.plugins.selection import declared_events
+
+    classes = {**EVENTS, **QUERIES, **{cls.name: cls for cls in declared_events(trainer.catalog)}}
+    said = contract(classes[event])
+    return {"payload": said.cls.__name__, "fields": list(said.fields), "when": said.when, "may_change": said.may_change}
 
 
 def print_order(args: argparse.Namespace) -> int:

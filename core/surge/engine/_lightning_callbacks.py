@@ -17,6 +17,7 @@ import torch
 
 from surge.errors import PluginError
 from surge.events.hooks import PROJECT, hookimpl
+from surge.events.run import _trainer_of
 
 if TYPE_CHECKING:
     from surge.engine.module import Module
@@ -206,8 +207,9 @@ def step_outputs(trainer: Trainer, outputs: Any) -> Any:
 def _handler(
     method: Callable[..., Any], event_name: str, fields: tuple[str, ...], loader_idx: str
 ) -> Callable[..., Any]:
+    # Lightning's hooks get the Trainer itself (its API: EarlyStopping sets trainer.should_stop), not the view
     if event_name in ("setup", "teardown"):
-        return lambda event: method(event.trainer, event.module, stage=event.stage)
+        return lambda event: method(_trainer_of(event.trainer), event.module, stage=event.stage)
     getters = [_getter(event_name, name) for name in fields if name != "dataloader_idx"]
     if loader_idx == "always":
         getters.append(lambda event: getattr(event, "dataloader_idx", 0))
@@ -217,12 +219,12 @@ def _handler(
 
         def several(event: Any) -> Any:
             last = (event.dataloader_idx,) if len(getattr(event.trainer, loaders)) > 1 else ()
-            return method(event.trainer, event.module, *[get(event) for get in getters], *last)
+            return method(_trainer_of(event.trainer), event.module, *[get(event) for get in getters], *last)
 
         return several
     if not getters:
-        return lambda event: method(event.trainer, event.module)
-    return lambda event: method(event.trainer, event.module, *[get(event) for get in getters])
+        return lambda event: method(_trainer_of(event.trainer), event.module)
+    return lambda event: method(_trainer_of(event.trainer), event.module, *[get(event) for get in getters])
 
 
 def _getter(event_name: str, field: str) -> Callable[[Any], Any]:

@@ -68,7 +68,7 @@ def dump(trainer: Trainer, weights_only: bool, fire: bool = True) -> dict[str, A
             checkpoint["loops"] = {**checkpoint["loops"], "inexact": note}
             logger.warning("checkpoint: {}", note)
     if fire and trainer._bus.before_checkpoint_save:
-        trainer._bus.before_checkpoint_save(ev.BeforeCheckpointSave(trainer, checkpoint))
+        trainer._bus.before_checkpoint_save(ev.BeforeCheckpointSave(trainer.view, checkpoint))
     return checkpoint
 
 
@@ -139,13 +139,13 @@ def restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
             )
     bus = trainer._bus
     if bus.before_checkpoint_load:
-        bus.before_checkpoint_load(ev.BeforeCheckpointLoad(trainer, checkpoint))
+        bus.before_checkpoint_load(ev.BeforeCheckpointLoad(trainer.view, checkpoint))
     with _must_fit(url):
         _restore_states(trainer, checkpoint, url)
     if "lightning" in checkpoint:
         _warn_not_carried(trainer, checkpoint, url)
     if bus.after_checkpoint_load:
-        bus.after_checkpoint_load(ev.AfterCheckpointLoad(trainer, checkpoint))
+        bus.after_checkpoint_load(ev.AfterCheckpointLoad(trainer.view, checkpoint))
 
 
 @contextlib.contextmanager
@@ -209,7 +209,7 @@ def resolve(trainer: Trainer, ckpt_path: str, stage: str) -> str | None:
             "checkpoint_path handler, docs/events.md). Enable the checkpoint plugin (enable_checkpointing=True, "
             "plugins=['checkpoint']) with the run's checkpoint directory, or pass the checkpoint's path"
         )
-    answer, by = trainer._bus.ask(ev.CheckpointPath(trainer, ckpt_path, stage))  # type: ignore[arg-type]
+    answer, by = trainer._bus.ask(ev.CheckpointPath(trainer.view, ckpt_path, stage))  # type: ignore[arg-type]
     if answer is not None:
         logger.info("ckpt_path={!r} resolved to {} by {}", ckpt_path, answer, by.describe() if by else "?")
         return str(answer)

@@ -33,6 +33,7 @@ from surge.engine.module import DataModule, Module, overrides
 from surge.engine.state import Interrupted, TrainerState
 from surge.errors import CheckpointSaveError, ConfigError, SurgeError
 from surge.events.bus import Bus, Subscriber, Tier
+from surge.events.run import Run, RunView
 from surge.plugins import discover
 from surge.plugins.lab import resolve as resolve_lab
 from surge.plugins.selection import (
@@ -154,6 +155,9 @@ class Trainer:
         self._known_names = set(self.catalog.records) | {"module"}
         self._events = declared_events(self.catalog)  # the active plugins' own events, on every bus of this Trainer
         self.state = TrainerState()
+        self.view: Run = RunView(self)
+        """The run as handlers see it, the ``trainer`` of every event: this Trainer read-only, with its named
+        mutators (:class:`surge.events.run.RunView`); assigning through it raises, naming the mutator to use."""
         # The one bus of this Trainer: plugins checked and every event's order resolved now, the Module's place
         # included; each run binds its Module (see _run).
         self._bus = self._own_bus = Bus(
@@ -165,7 +169,7 @@ class Trainer:
             module_slot=True,
         )
         if self._bus.init_start:
-            self._bus.init_start(ev.InitStart(self))
+            self._bus.init_start(ev.InitStart(self.view))
         checkpointing.check_state_keys(self._plugin_subscribers)
         self._metrics = MetricStore(move_to_cpu=self.config.move_metrics_to_cpu)
         self._metrics.reduce_across = lambda t, op: self.strategy.reduce(t, op)
@@ -196,11 +200,11 @@ class Trainer:
         self._open_batch: OpenBatch | None = None  # a training batch begun and not finished
         self._validation_rng: dict[str, Any] | None = None  # RNG states before the validation running in fit
         self._last_fit: tuple[str, Module] | None = None  # how this Trainer's last fit ended, and its model
-        self._checkpoint_requests: list[tuple[Callable[[Trainer], object], str]] = []
+        self._checkpoint_requests: list[tuple[Callable[[Run], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.engine.loops)
         if self._bus.init_end:
-            self._bus.init_end(ev.InitEnd(self))
+            self._bus.init_end(ev.InitEnd(self.view))
 
     # -- Lightning's read-only view of the run --------------------------------------------------------
     @property
@@ -222,6 +226,16 @@ class Trainer:
     @property
     def should_stop(self) -> bool:
         return self.state.should_stop
+
+    @should_stop.setter
+    def should_stop(self, value: bool) -> None:
+        """Lightning's way for a callback to stop the fit (its ``EarlyStopping`` sets ``trainer.should_stop = True``):
+        :meth:`request_stop`. Lightning callbacks get the Trainer itself; a plugin's handler, whose
+        ``event.trainer`` is the read-only view, calls ``request_stop(reason)``."""
+        if value:
+            self.request_stop("trainer.should_stop was set to True (a Lightning callback)")
+        else:
+            self.state.should_stop = False
 
     @property
     def interrupted(self) -> bool:
@@ -424,17 +438,32 @@ class Trainer:
             raise SurgeError(f"trainer.set_accumulation({factor!r}): the factor must be an int >= 1")
         self.accumulate_grad_batches = factor
 
-    def log_metrics(self, metrics: Mapping[str, float | torch.Tensor], step: int | None = None, *, source: str) -> None:
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float | torch.Tensor],
+        step: int | None = None,
+        *,
+        source: str,
+        publish: bool = False,
+    ) -> None:
         """Write ``metrics`` to every active logger now (``log_metrics`` event), on global rank zero only.
 
         For plugins that measure something themselves (a learning-rate monitor, device statistics): tensors
         are copied to the host in one batch; ``step`` defaults to ``global_step``; ``source`` names the
-        writer (it becomes the event's ``stage``)."""
+        writer (it becomes the event's ``stage``). ``publish=True`` also puts them in ``callback_metrics`` on
+        every process, as tensors, where other handlers (a scheduler, a checkpoint's ``monitor``) read them, as a
+        value the Module logs is."""
+        if publish:
+            self._metrics.callback_metrics.update(
+                {k: v if isinstance(v, torch.Tensor) else torch.tensor(v) for k, v in metrics.items()}
+            )
         if self._bus.log_metrics and self.is_global_zero and metrics:
             values = to_host(metrics)
             if values:
                 self._bus.log_metrics(
-                    ev.LogMetrics(self, values, self.global_step if step is None else step, self.current_epoch, source)
+                    ev.LogMetrics(
+                        self.view, values, self.global_step if step is None else step, self.current_epoch, source
+                    )
                 )
 
     def _write_metrics(self, pending: dict[str, torch.Tensor], stage: str, step: int | None) -> None:
@@ -442,7 +471,7 @@ class Trainer:
             values = to_host(pending)
             if values:
                 step = self.global_step if step is None else step
-                self._bus.log_metrics(ev.LogMetrics(self, values, step, self.current_epoch, stage))
+                self._bus.log_metrics(ev.LogMetrics(self.view, values, step, self.current_epoch, stage))
 
     def _log_hyperparams(self) -> None:
         if not (self._bus.log_hyperparams and self.is_global_zero):
@@ -453,10 +482,10 @@ class Trainer:
         if getattr(self.module, "_log_hyperparams", True):
             params.update(self.module.hparams)
         if params:
-            self._bus.log_hyperparams(ev.LogHyperparams(self, plain_hparams(params)))
+            self._bus.log_hyperparams(ev.LogHyperparams(self.view, plain_hparams(params)))
 
-    def request_checkpoint(self, save: Callable[[Trainer], object], reason: str) -> None:
-        """Have ``save(trainer)`` called at the next step boundary of training, where a checkpoint resumes
+    def request_checkpoint(self, save: Callable[[Run], object], reason: str) -> None:
+        """Have ``save(trainer.view)`` called at the next step boundary of training, where a checkpoint resumes
         exactly: after the running batch's ``train_batch_end`` and the validation that follows it, or
         between epochs.
 
@@ -613,12 +642,12 @@ class Trainer:
                 logger.warning("interrupted by Ctrl-C; stopping {} at a step boundary", stage)
                 if bus.keyboard_interrupt:
                     with contextlib.suppress(Exception):  # handler errors are logged by the bus
-                        bus.keyboard_interrupt(ev.KeyboardInterrupt_(self, stage))  # type: ignore[arg-type]
+                        bus.keyboard_interrupt(ev.KeyboardInterrupt_(self.view, stage))  # type: ignore[arg-type]
             except BaseException as exc:
                 state.status, failure = "failed", exc
                 if bus.exception:
                     with contextlib.suppress(Exception):
-                        bus.exception(ev.Exception_(self, exc, stage))  # type: ignore[arg-type]
+                        bus.exception(ev.Exception_(self.view, exc, stage))  # type: ignore[arg-type]
                 raise
             finally:
                 if stage == "fit":
@@ -702,7 +731,7 @@ class Trainer:
         if dm is not None:
             dm.setup(stage)
         if self._bus.setup:
-            self._bus.setup(ev.Setup(self, stage))  # type: ignore[arg-type]
+            self._bus.setup(ev.Setup(self.view, stage))  # type: ignore[arg-type]
         self._load_dataloaders(stage, loaders)
         if stage == "fit":
             manual = not self.module.automatic_optimization
@@ -718,7 +747,7 @@ class Trainer:
         try:
             try:
                 if bus.teardown:
-                    bus.teardown(ev.Teardown(self, stage))  # type: ignore[arg-type]
+                    bus.teardown(ev.Teardown(self.view, stage))  # type: ignore[arg-type]
             finally:  # a failing teardown handler must not skip the DataModule's or the strategy's
                 try:
                     if self.datamodule is not None:
@@ -862,10 +891,10 @@ class Trainer:
     def _backward(self, loss: torch.Tensor) -> None:
         bus = self._bus
         if bus.before_backward:
-            bus.before_backward(ev.BeforeBackward(self, loss))
+            bus.before_backward(ev.BeforeBackward(self.view, loss))
         self.precision_plugin.backward(loss)
         if bus.after_backward:
-            bus.after_backward(ev.AfterBackward(self, loss))
+            bus.after_backward(ev.AfterBackward(self.view, loss))
 
     # -- checkpoints --------------------------------------------------------------------------------
     def plugin_set(self) -> list[dict[str, Any]]:
@@ -898,7 +927,7 @@ class Trainer:
         self.strategy.save_checkpoint(checkpoint, path)
         self.strategy.barrier("save_checkpoint")
         if self._bus.after_checkpoint_save:
-            self._bus.after_checkpoint_save(ev.AfterCheckpointSave(self, checkpoint))
+            self._bus.after_checkpoint_save(ev.AfterCheckpointSave(self.view, checkpoint))
         return path
 
     def restore_checkpoint(self, path: str, *, trusted: bool = False) -> None:
@@ -911,7 +940,7 @@ class Trainer:
         requests, self._checkpoint_requests = self._checkpoint_requests, []
         for save, reason in requests:
             logger.info("saving the requested checkpoint ({})", reason)
-            save(self)
+            save(self.view)
 
     def _drop_checkpoint_requests(self) -> None:
         if self._checkpoint_requests:

@@ -5,6 +5,12 @@ through named methods on ``event.trainer`` (``request_stop(reason)``, ...) or, f
 by adding its own entry to ``event.checkpoint``. New fields may be added to an event at any time, so
 handlers should read the fields they need by name and ignore the rest.
 
+Each event is declared once, here: its class's docstring is its contract, when it fires, then a paragraph
+``May change: ...`` saying what a handler may change (:func:`contract` parses it). The pluggy hook specs
+(:mod:`surge.events.specs`), the bus's dispatchers and the events table of docs/events.md
+(``python -m surge.events --markdown docs/events.md``) are derived from these classes, and so are those of the
+events plugins declare.
+
 Names follow one grammar that tools can rely on:
 
 * ``<stage>_<scope>_start`` / ``<stage>_<scope>_end`` for scopes: ``fit``, ``sanity_check``, ``train``,
@@ -21,9 +27,10 @@ names alone.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -113,31 +120,60 @@ class _CheckpointEvent(Event):
 
 @dataclass(frozen=True, slots=True)
 class InitStart(Event):
+    """In ``Trainer(...)``, as soon as its arguments are validated, its plugins activated and its bus built: before it
+    checks the plugins' state keys and builds its run state (metrics, data slots, accumulation). ``trainer.state``
+    exists (all counters at zero); the Module and the data do not.
+
+    May change: Nothing: the trainer is not ready to run. Use it to check the configuration."""
+
     name: ClassVar[str] = "init_start"
 
 
 @dataclass(frozen=True, slots=True)
 class InitEnd(Event):
+    """At the end of ``Trainer(...)``, once accelerator, strategy and precision are chosen.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "init_end"
 
 
 @dataclass(frozen=True, slots=True)
 class Setup(_StageEvent):
+    """At the start of ``fit``/``validate``/``test``/``predict``, after the model is on its device and before any data
+    is read. ``event.stage`` names the entry point. The user's ``Module.setup(stage)`` and
+    ``DataModule.setup(stage)`` run here.
+
+    May change: Handlers may prepare state for the stage."""
+
     name: ClassVar[str] = "setup"
 
 
 @dataclass(frozen=True, slots=True)
 class FitStart(Event):
+    """Once per ``fit``, after ``setup`` and the optimizers are configured, before the sanity check.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "fit_start"
 
 
 @dataclass(frozen=True, slots=True)
 class SanityCheckStart(Event):
+    """Before the validation sanity check (``num_sanity_val_steps``). Skipped entirely when there is none.
+
+    May change: Nothing; metrics logged during the sanity check are discarded."""
+
     name: ClassVar[str] = "sanity_check_start"
 
 
 @dataclass(frozen=True, slots=True)
 class SanityCheckEnd(Event):
+    """After the validation sanity check. A stop requested during the sanity check is dropped here: the check only
+    checks.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "sanity_check_end"
 
 
@@ -146,61 +182,118 @@ class SanityCheckEnd(Event):
 
 @dataclass(frozen=True, slots=True)
 class TrainStart(Event):
+    """Before the first training epoch.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "train_start"
 
 
 @dataclass(frozen=True, slots=True)
 class TrainEpochStart(_EpochEvent):
+    """At the start of every training epoch; ``event.epoch`` counts from 0.
+
+    May change: A handler may call ``trainer.set_accumulation(factor)``: the loop reads the accumulation factor
+    right after this event (the ``gradient_accumulation_scheduler`` does)."""
+
     name: ClassVar[str] = "train_epoch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class TrainBatchStart(_BatchStart):
+    """Before ``training_step`` for every batch, after the batch is on the device.
+
+    May change: A handler may call ``trainer.request_stop(reason)``; the stop takes effect at this step boundary."""
+
     name: ClassVar[str] = "train_batch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class BeforeBackward(_LossEvent):
+    """Before ``loss.backward()`` (in manual optimization: inside ``self.manual_backward(loss)``); ``event.loss`` is
+    the loss already divided for gradient accumulation.
+
+    May change: Nothing (the loss is read-only)."""
+
     name: ClassVar[str] = "before_backward"
 
 
 @dataclass(frozen=True, slots=True)
 class AfterBackward(_LossEvent):
+    """After the backward pass; gradients are populated (and still accumulating when ``accumulate_grad_batches > 1``).
+
+    May change: Handlers may inspect gradients; changing them in place is allowed and is the documented way to
+    transform gradients."""
+
     name: ClassVar[str] = "after_backward"
 
 
 @dataclass(frozen=True, slots=True)
 class BeforeOptimizerStep(_OptimizerEvent):
+    """Before ``optimizer.step()``: gradients are accumulated and unscaled (true scale), not yet clipped
+    (``gradient_clip_val`` applies right after this event, as in Lightning).
+
+    May change: Handlers may inspect or modify gradients in place."""
+
     name: ClassVar[str] = "before_optimizer_step"
 
 
 @dataclass(frozen=True, slots=True)
 class AfterOptimizerStep(_OptimizerEvent):
+    """After ``optimizer.step()``; gradients (clipped, if clipping is on) are still present and ``trainer.global_step``
+    is not yet incremented.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "after_optimizer_step"
 
 
 @dataclass(frozen=True, slots=True)
 class BeforeZeroGrad(_OptimizerEvent):
+    """Before the optimizer's gradients are reset, after each optimizer step.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "before_zero_grad"
 
 
 @dataclass(frozen=True, slots=True)
 class AfterZeroGrad(_OptimizerEvent):
+    """After the optimizer's gradients are reset.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "after_zero_grad"
 
 
 @dataclass(frozen=True, slots=True)
 class TrainBatchEnd(_BatchEnd):
+    """After the training step (and the optimizer step, when this batch completes an accumulation window);
+    ``event.outputs`` is what ``training_step`` returned.
+
+    May change: A handler may call ``trainer.request_stop(reason)``, ``trainer.save_checkpoint(path)`` (a fit
+    resumed from it continues exactly after this batch) or ``trainer.request_checkpoint(save, reason)``."""
+
     name: ClassVar[str] = "train_batch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class TrainEpochEnd(_EpochEvent):
+    """After the last training batch of the epoch and any validation run at the epoch's end; epoch-level metrics are in
+    ``trainer.callback_metrics``.
+
+    May change: A handler may call ``trainer.request_stop(reason)`` or ``trainer.save_checkpoint(path)`` (a fit
+    resumed from it goes on with the next epoch)."""
+
     name: ClassVar[str] = "train_epoch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class TrainEnd(Event):
+    """After the last training epoch.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "train_end"
 
 
@@ -209,91 +302,164 @@ class TrainEnd(Event):
 
 @dataclass(frozen=True, slots=True)
 class ValidationStart(Event):
+    """Before a validation run: during ``fit`` (sanity check included), or from ``Trainer.validate``.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "validation_start"
 
 
 @dataclass(frozen=True, slots=True)
 class ValidationEpochStart(_EpochEvent):
+    """At the start of a validation run, after the model is switched to eval mode.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "validation_epoch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class ValidationBatchStart(_EvalBatchStart):
+    """Before ``validation_step`` for every batch.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "validation_batch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class ValidationBatchEnd(_EvalBatchEnd):
+    """After ``validation_step``; ``event.outputs`` is what it returned.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "validation_batch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class ValidationEpochEnd(_EpochEvent):
+    """After the last validation batch; epoch metrics are in ``trainer.callback_metrics``.
+
+    May change: A handler may call ``trainer.request_stop(reason)`` (early stopping does)."""
+
     name: ClassVar[str] = "validation_epoch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class ValidationEnd(Event):
+    """After a validation run, before the model returns to train mode.
+
+    May change: A handler may call ``trainer.save_checkpoint(path)``; during ``fit``, a fit resumed from it
+    continues after this validation."""
+
     name: ClassVar[str] = "validation_end"
 
 
 @dataclass(frozen=True, slots=True)
 class TestStart(Event):
+    """Before a test run (``Trainer.test``).
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "test_start"
 
 
 @dataclass(frozen=True, slots=True)
 class TestEpochStart(_EpochEvent):
+    """At the start of a test run.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "test_epoch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class TestBatchStart(_EvalBatchStart):
+    """Before ``test_step`` for every batch.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "test_batch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class TestBatchEnd(_EvalBatchEnd):
+    """After ``test_step``.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "test_batch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class TestEpochEnd(_EpochEvent):
+    """After the last test batch; metrics are in ``trainer.callback_metrics``.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "test_epoch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class TestEnd(Event):
+    """After a test run.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "test_end"
 
 
 @dataclass(frozen=True, slots=True)
 class PredictStart(Event):
+    """Before a prediction run (``Trainer.predict``).
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "predict_start"
 
 
 @dataclass(frozen=True, slots=True)
 class PredictEpochStart(_EpochEvent):
+    """At the start of a prediction run.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "predict_epoch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class PredictBatchStart(_EvalBatchStart):
+    """Before ``predict_step`` for every batch.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "predict_batch_start"
 
 
 @dataclass(frozen=True, slots=True)
 class PredictBatchEnd(_EvalBatchEnd):
+    """After ``predict_step``; ``event.outputs`` is the prediction.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "predict_batch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class PredictEpochEnd(_EpochEvent):
+    """After the last prediction batch.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "predict_epoch_end"
 
 
 @dataclass(frozen=True, slots=True)
 class PredictEnd(Event):
+    """After a prediction run.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "predict_end"
 
 
@@ -302,21 +468,37 @@ class PredictEnd(Event):
 
 @dataclass(frozen=True, slots=True)
 class BeforeCheckpointSave(_CheckpointEvent):
+    """When a checkpoint dict has been assembled, before it is written. ``event.checkpoint`` is that dict.
+
+    May change: A handler may add its own entry under its own key; it must not change or remove others' entries."""
+
     name: ClassVar[str] = "before_checkpoint_save"
 
 
 @dataclass(frozen=True, slots=True)
 class AfterCheckpointSave(_CheckpointEvent):
+    """After a checkpoint has been written and committed.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "after_checkpoint_save"
 
 
 @dataclass(frozen=True, slots=True)
 class BeforeCheckpointLoad(_CheckpointEvent):
+    """After a checkpoint file is read and verified, before anything is restored from it.
+
+    May change: A handler may migrate its own entry in ``event.checkpoint`` (for example from an older format)."""
+
     name: ClassVar[str] = "before_checkpoint_load"
 
 
 @dataclass(frozen=True, slots=True)
 class AfterCheckpointLoad(_CheckpointEvent):
+    """After weights, optimizers, loop progress and plugin states are restored from ``event.checkpoint``.
+
+    May change: A handler may read its own entry and restore anything not covered by ``load_state_dict``."""
+
     name: ClassVar[str] = "after_checkpoint_load"
 
 
@@ -325,8 +507,12 @@ class AfterCheckpointLoad(_CheckpointEvent):
 
 @dataclass(frozen=True, slots=True)
 class LogHyperparams(Event):
-    """``params``: the Module's ``hparams`` merged with the DataModule's (the Module's win on a clash), less
-    those saved with ``save_hyperparameters(..., logger=False)``."""
+    """Once per ``fit``/``validate``/``test``, on global rank zero, after ``setup`` and before the first batch, when
+    the Module or DataModule has hyper-parameters (``self.save_hyperparameters()``). ``event.params``: the Module's
+    ``hparams`` merged with the DataModule's (the Module's win on a clash), less those saved with
+    ``save_hyperparameters(..., logger=False)``.
+
+    May change: Nothing. Loggers record the parameters (the CSV logger writes ``hparams.yaml``)."""
 
     params: Mapping[str, Any]
     name: ClassVar[str] = "log_hyperparams"
@@ -334,10 +520,16 @@ class LogHyperparams(Event):
 
 @dataclass(frozen=True, slots=True)
 class LogMetrics(Event):
-    """``metrics``: names to Python floats, already on the host; ``step``: ``trainer.global_step`` when
-    written (an evaluation batch's ``on_step`` values: that dataloader's batches evaluated so far in the run,
-    Lightning's step); ``epoch``: ``trainer.current_epoch``; ``stage``: ``"train"``, ``"validation"``,
-    ``"test"``, ``"predict"`` or the name of the plugin that wrote them through ``trainer.log_metrics``."""
+    """On global rank zero whenever logged metrics are written: after the optimizer step every
+    ``log_every_n_steps`` steps, after each validation or test batch that logged ``on_step=True`` values, at the
+    end of each training, validation and test epoch, and when a plugin calls ``trainer.log_metrics``.
+    ``event.metrics``: names to Python floats (the core moves every value to the host in one batched copy per
+    device, only when there is a subscriber); ``step``: ``trainer.global_step`` when written (an evaluation
+    batch's ``on_step`` values: that dataloader's batches evaluated so far in the run, Lightning's step);
+    ``epoch``: ``trainer.current_epoch``; ``stage``: ``"train"``, ``"validation"``, ``"test"``, ``"predict"`` or
+    the name of the plugin that wrote them through ``trainer.log_metrics``.
+
+    May change: Nothing. Loggers write the row; they should flush so that a killed run leaves it on disk."""
 
     metrics: Mapping[str, float]
     step: int
@@ -351,12 +543,19 @@ class LogMetrics(Event):
 
 @dataclass(frozen=True, slots=True)
 class FitEnd(Event):
+    """Once per ``fit``, after ``train_end``, when training finished or was stopped by request.
+
+    May change: Nothing."""
+
     name: ClassVar[str] = "fit_end"
 
 
 @dataclass(frozen=True, slots=True)
-class Exception_(Event):
-    """Named with a trailing underscore only to keep the builtin ``Exception`` usable here."""
+class Exception_(Event):  # the trailing underscore keeps the builtin ``Exception`` usable here
+    """Exactly once when a run fails: ``event.error`` is the exception. Every subscriber sees it even when another
+    subscriber raises; the original exception is re-raised afterwards, and ``teardown`` still runs.
+
+    May change: Nothing. Use it to flush, mark a run as failed, or clean up."""
 
     error: BaseException
     stage: Stage | None
@@ -365,12 +564,22 @@ class Exception_(Event):
 
 @dataclass(frozen=True, slots=True)
 class KeyboardInterrupt_(Event):
+    """When Ctrl-C (SIGINT) stopped the run at a step boundary. Control then returns to the caller;
+    ``trainer.interrupted`` is true.
+
+    May change: Nothing."""
+
     stage: Stage | None
     name: ClassVar[str] = "keyboard_interrupt"
 
 
 @dataclass(frozen=True, slots=True)
 class Teardown(_StageEvent):
+    """Always, as the last event of ``fit``/``validate``/``test``/``predict``, on success, failure or interrupt. Every
+    subscriber sees it even when another raises. The user's ``Module.teardown(stage)`` runs here.
+
+    May change: Handlers release what they acquired in ``setup`` and flush what they buffer."""
+
     name: ClassVar[str] = "teardown"
 
 
@@ -391,8 +600,12 @@ class Query(Event):
 
 @dataclass(frozen=True, slots=True)
 class CheckpointPath(Query):
-    """``fit``/``validate``/``test``/``predict`` got ``ckpt_path=alias`` (``"last"`` or ``"best"``): a handler
-    returns the path or URL of the checkpoint the alias names, or ``None`` to let the next plugin answer."""
+    """When ``fit``/``validate``/``test``/``predict`` got ``ckpt_path=alias`` (``event.alias``: ``"last"`` or
+    ``"best"``), before anything is restored. A handler returns the path or URL of the checkpoint the alias names,
+    or ``None`` to let the next plugin (in bus order) answer; with no answer, ``fit`` starts from scratch for
+    ``"last"``, and anything else is an error.
+
+    May change: Nothing. Returns: ``str | None``."""
 
     name: ClassVar[str] = "checkpoint_path"
     alias: str
@@ -417,6 +630,34 @@ def span_of(event_name: str) -> tuple[str, Literal["start", "end"]] | None:
     return None
 
 
+@dataclass(frozen=True)
+class Contract:
+    """What an event (or question) class says of itself, read from its docstring: the one source of its hook
+    spec, its row in docs/events.md and ``surge plugins --event NAME``."""
+
+    name: str
+    cls: type[Event]
+    fields: tuple[str, ...]
+    """The payload's fields, ``trainer`` aside."""
+    when: str
+    """When it fires: the docstring before ``May change:``, on one line."""
+    may_change: str
+    """What a handler may change: the docstring after ``May change:``, on one line (empty when it says nothing)."""
+
+
+def contract(cls: type[Event]) -> Contract:
+    """The contract ``cls``'s docstring states: when it fires, then a paragraph ``May change: ...``."""
+    doc = "" if cls.__doc__ == _dataclass_doc(cls) else inspect.cleandoc(cls.__doc__ or "")
+    when, _, may_change = doc.partition("May change:")
+    return Contract(
+        name=cls.name,
+        cls=cls,
+        fields=tuple(f.name for f in fields(cls) if f.name != "trainer"),
+        when=" ".join(when.split()),
+        may_change=" ".join(may_change.split()),
+    )
+
+
 # -- events that plugins declare ------------------------------------------------------------------------------
 
 _EVENT_NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
@@ -426,7 +667,7 @@ def event_problems(declared: Sequence[type[Event]]) -> list[str]:
     """What is wrong with the event classes one plugin declares (``surge.Plugin(events=[...])``); empty when
     nothing is. Each must be a frozen dataclass subclass of :class:`Event` with a ``name`` ClassVar in
     snake_case with at least two words, not a core event's name, documented (its docstring is its contract:
-    when it fires and what a handler may change), and a span's two ends (``x_start``/``x_end``,
+    when it fires, then ``May change: ...``, as :func:`contract` reads it), and a span's two ends (``x_start``/``x_end``,
     ``before_x``/``after_x``) are declared together, so that a profiler can open and close the span from the
     names alone. A name outside the span grammar is a point event (``checkpoint_saved``)."""
     problems: list[str] = []
@@ -450,8 +691,14 @@ def event_problems(declared: Sequence[type[Event]]) -> list[str]:
             problems.append(f"{what} takes the name {name!r} of a core event; choose a name of the plugin's own")
         elif name in names:
             problems.append(f"{what} and {names[name].__qualname__} are both declared as {name!r}")
-        if not (cls.__doc__ or "").strip() or cls.__doc__ == _dataclass_doc(cls):
+        said = contract(cls)
+        if not said.when:
             problems.append(f"{what} ({name!r}) has no docstring: say when it fires and what a handler may change")
+        elif not said.may_change:
+            problems.append(
+                f"{what} ({name!r}): its docstring does not say what a handler may change; end it with a paragraph "
+                "'May change: ...' (nothing, or the mutators a handler may call)"
+            )
         names[name] = cls
     for name in names:
         span = span_of(name)

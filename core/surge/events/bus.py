@@ -27,10 +27,8 @@ import pluggy
 from loguru import logger
 
 from surge.errors import PluginError, PluginOrderError, SurgeError
-from surge.events import EVENTS, QUERIES, Event, Query, protocols
-from surge.events import specs as hookspecs
+from surge.events import EVENTS, QUERIES, Event, Query, protocols, specs
 from surge.events.hooks import PROJECT, Filter, Ordering
-from surge.events.specs import hookspec
 
 
 class Tier(IntEnum):
@@ -232,7 +230,7 @@ class Bus:
         "_timing",
         "_failed",
     )
-    if TYPE_CHECKING:  # one attribute per event, set in __init__
+    if TYPE_CHECKING:  # one attribute per core event, set in bind(), typed for the loops (a test keeps it == EVENTS)
         init_start: _Dispatch | None
         init_end: _Dispatch | None
         setup: _Dispatch | None
@@ -416,10 +414,10 @@ class Bus:
 
 def _register(subscribers: list[Subscriber], declared: Mapping[str, type[Event]] = EVENTS) -> pluggy.PluginManager:
     manager = pluggy.PluginManager(PROJECT)
-    manager.add_hookspecs(hookspecs)
+    manager.add_hookspecs(specs.CORE)
     extra = {name: cls for name, cls in declared.items() if name not in EVENTS}
-    if extra:
-        manager.add_hookspecs(_specs_of(extra))
+    if extra:  # the plugins' events: specs built as the core's are (surge.events.specs.specs_of)
+        manager.add_hookspecs(specs.specs_of(extra))
     unmarked = [line for sub in subscribers for line in _unmarked_handlers(sub, declared)]
     unmarked += [
         line
@@ -465,19 +463,6 @@ def _register(subscribers: list[Subscriber], declared: Mapping[str, type[Event]]
         )
     manager.check_pending()  # nothing is left for it to find; kept as pluggy's own guard
     return manager
-
-
-def _specs_of(events: Mapping[str, type[Event]]) -> type:
-    """pluggy hook specs for plugin-declared events: one ``name(event)`` spec each, documented by its class."""
-
-    def spec(name: str, cls: type[Event]) -> Callable[[Event], None]:
-        def hook(event: Event) -> None: ...
-
-        hook.__name__ = hook.__qualname__ = name
-        hook.__doc__ = cls.__doc__
-        return hookspec(hook)
-
-    return type("PluginEvents", (), {name: staticmethod(spec(name, cls)) for name, cls in events.items()})
 
 
 def _did_you_mean(name: str) -> str:

@@ -197,6 +197,8 @@ def test_warns_without_a_logger_and_keeps_the_values(tmp_path):
         logger.remove(sink)
     assert any("lr_monitor: no active plugin handles log_metrics" in m for m in messages)
     assert len(monitor.lrs["lr-SGD"]) == 4
+    # as Lightning's monitor: the last values are metrics other handlers read (trainer.log_metrics(publish=True))
+    assert trainer.callback_metrics["lr-SGD"].item() == pytest.approx(monitor.lrs["lr-SGD"][-1])
 
 
 def test_duplicate_group_names_are_an_error_naming_them(tmp_path):

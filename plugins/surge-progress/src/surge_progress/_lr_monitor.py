@@ -91,7 +91,8 @@ class LearningRateMonitor:
             w for w in self._watched if interval == "epoch" or (interval is None and w.interval != "step")
         ]
         self._last_step = -1
-        if trainer.is_global_zero and not trainer.event_order("log_metrics"):
+        # the order holds the Module's place ("module") from the start: a logger is any other handler
+        if trainer.is_global_zero and not set(trainer.event_order("log_metrics")) - {"module"}:
             logger.warning(
                 "lr_monitor: no active plugin handles log_metrics (no logger), so the learning rates are only "
                 "kept in LearningRateMonitor.lrs; enable a logger (Trainer(logger=True) or logger='csv')"
@@ -132,9 +133,8 @@ class LearningRateMonitor:
                     stats[f"{name}-momentum"] = float(_momentum(group))
                 if self.log_weight_decay:
                     stats[f"{name}-weight_decay"] = float(group.get("weight_decay", 0.0))
-        trainer.log_metrics(stats, step=step, source=SOURCE)
         # as Lightning's monitor: the values are also metrics other handlers can read (a scheduler, a callback)
-        trainer.callback_metrics.update({k: torch.tensor(v) for k, v in stats.items()})
+        trainer.log_metrics(stats, step=step, source=SOURCE, publish=True)
 
 
 def _has_momentum(optimizer: torch.optim.Optimizer) -> bool:
