@@ -78,11 +78,11 @@ def fit(trainer: Trainer) -> None:
     if trainer._resume_point is None:  # nothing restored: the first epoch begins from its first batch
         state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
     if bus.fit_start:
-        bus.fit_start(ev.FitStart(trainer))
+        bus.fit_start(ev.FitStart(trainer.view))
     if trainer.val_dataloaders and any(trainer.num_sanity_val_batches):
         _sanity_check(trainer)
     if bus.train_start:
-        bus.train_start(ev.TrainStart(trainer))
+        bus.train_start(ev.TrainStart(trainer.view))
     manual_hooks = _hook_manual_optimizers(trainer) if not trainer.module.automatic_optimization else []
     try:
         while not _fit_done(trainer):
@@ -107,22 +107,22 @@ def fit(trainer: Trainer) -> None:
             trainer._agreement, agreement = None, trainer._agreement
             agreement()
     if bus.train_end:
-        bus.train_end(ev.TrainEnd(trainer))
+        bus.train_end(ev.TrainEnd(trainer.view))
     if bus.fit_end:
-        bus.fit_end(ev.FitEnd(trainer))
+        bus.fit_end(ev.FitEnd(trainer.view))
 
 
 def _sanity_check(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
     state.sanity_checking = True
     if bus.sanity_check_start:
-        bus.sanity_check_start(ev.SanityCheckStart(trainer))
+        bus.sanity_check_start(ev.SanityCheckStart(trainer.view))
     # the sanity check only checks: every RNG it draws from is put back, so it changes no number
     with _resume.isolated_rng([trainer.train_dataloader, *trainer.val_dataloaders]):
         evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_sanity_val_batches)
     state.sanity_checking = False
     if bus.sanity_check_end:
-        bus.sanity_check_end(ev.SanityCheckEnd(trainer))
+        bus.sanity_check_end(ev.SanityCheckEnd(trainer.view))
     state.should_stop, state.stop_reason = False, None  # the sanity check only checks; it decides nothing
 
 
@@ -163,7 +163,7 @@ def train_epoch(trainer: Trainer) -> None:
             batch = precision.convert_input(strategy.batch_to_device(batch))
             metrics.new_batch(batch)
             if bus.train_batch_start:
-                bus.train_batch_start(ev.TrainBatchStart(trainer, batch, batch_idx))
+                bus.train_batch_start(ev.TrainBatchStart(trainer.view, batch, batch_idx))
                 if _should_stop(trainer):  # the batch is skipped: the epoch is cut here
                     batches.skip(f"skipped by the stop requested in its train_batch_start: {state.stop_reason}")
                     break
@@ -173,7 +173,7 @@ def train_epoch(trainer: Trainer) -> None:
                 kept.append(output)
             batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
             if bus.train_batch_end:
-                bus.train_batch_end(ev.TrainBatchEnd(trainer, outputs, batch, batch_idx))
+                bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
             if validation.due(batch_idx + 1):
                 _validate_during_fit(trainer)
             _boundary(trainer)
@@ -211,7 +211,7 @@ def _start_epoch(trainer: Trainer, epoch: int) -> ResumePoint | None:
     if bus.train_epoch_start:
         trainer._epoch_starting = True  # set_accumulation is allowed now
         try:
-            bus.train_epoch_start(ev.TrainEpochStart(trainer, epoch))
+            bus.train_epoch_start(ev.TrainEpochStart(trainer.view, epoch))
         finally:
             trainer._epoch_starting = False
     trainer.module.train()
@@ -229,7 +229,7 @@ def _end_epoch(trainer: Trainer, epoch: int, kept: list[Any] | None, step_schedu
     if kept is not None:
         trainer.module.training_epoch_end(kept)  # type: ignore[operator]
     if bus.train_epoch_end:
-        bus.train_epoch_end(ev.TrainEpochEnd(trainer, epoch))
+        bus.train_epoch_end(ev.TrainEpochEnd(trainer.view, epoch))
     metrics.end_epoch()
     metrics.context = None
     if step_schedulers:
@@ -547,17 +547,17 @@ def optimization_step(trainer: Trainer) -> None:
     if clip:
         precision.unscale_gradients(optimizer)  # true-scale gradients for handlers and for clipping
     if bus.before_optimizer_step:
-        bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer, optimizer, 0))
+        bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer.view, optimizer, 0))
     if clip:
         clip_gradients(optimizer, clip, trainer.config.gradient_clip_algorithm)
     precision.optimizer_step(optimizer)
     if bus.after_optimizer_step:
-        bus.after_optimizer_step(ev.AfterOptimizerStep(trainer, optimizer, 0))
+        bus.after_optimizer_step(ev.AfterOptimizerStep(trainer.view, optimizer, 0))
     if bus.before_zero_grad:
-        bus.before_zero_grad(ev.BeforeZeroGrad(trainer, optimizer, 0))
+        bus.before_zero_grad(ev.BeforeZeroGrad(trainer.view, optimizer, 0))
     optimizer.zero_grad(set_to_none=True)
     if bus.after_zero_grad:
-        bus.after_zero_grad(ev.AfterZeroGrad(trainer, optimizer, 0))
+        bus.after_zero_grad(ev.AfterZeroGrad(trainer.view, optimizer, 0))
     trainer.state.global_step += 1
     if trainer.lr_scheduler_configs and not precision.last_step_skipped:
         _step_schedulers(trainer, "step")
@@ -601,11 +601,11 @@ def _hook_manual_optimizers(trainer: Trainer) -> list[Any]:
 
         def pre(opt: Any, args: Any, kwargs: Any, idx: int = idx) -> None:
             if trainer._bus.before_optimizer_step:
-                trainer._bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer, opt, idx))
+                trainer._bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer.view, opt, idx))
 
         def post(opt: Any, args: Any, kwargs: Any, idx: int = idx) -> None:
             if trainer._bus.after_optimizer_step:
-                trainer._bus.after_optimizer_step(ev.AfterOptimizerStep(trainer, opt, idx))
+                trainer._bus.after_optimizer_step(ev.AfterOptimizerStep(trainer.view, opt, idx))
             trainer.state.global_step += 1
 
         handles += [optimizer.register_step_pre_hook(pre), optimizer.register_step_post_hook(post)]
@@ -679,9 +679,9 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     inference = inference and strategy.accelerator.inference_mode_ok  # the device the strategy runs on
     with torch.inference_mode() if inference else torch.no_grad():
         if start:
-            start(events.start(trainer))
+            start(events.start(trainer.view))
         if epoch_start:
-            epoch_start(events.epoch_start(trainer, state.current_epoch))
+            epoch_start(events.epoch_start(trainer.view, state.current_epoch))
         for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
             metrics.dataloader_idx = dl_idx if several else None
             done = 0
@@ -689,7 +689,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                 batch = precision.convert_input(strategy.batch_to_device(batch))
                 metrics.new_batch(batch)
                 if batch_start:
-                    batch_start(events.batch_start(trainer, batch, done, dl_idx))
+                    batch_start(events.batch_start(trainer.view, batch, done, dl_idx))
                 with precision.autocast(strategy.root_device):
                     outputs = step(batch, done, dl_idx) if several else step(batch, done)
                 if stage == "predict":
@@ -697,7 +697,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                 elif kept is not None and outputs is not None:
                     kept[dl_idx].append(outputs)
                 if batch_end:
-                    batch_end(events.batch_end(trainer, outputs, batch, done, dl_idx))
+                    batch_end(events.batch_end(trainer.view, outputs, batch, done, dl_idx))
                 if metrics._step and not state.sanity_checking:  # on_step values: a row per batch, as Lightning
                     metrics.end_step(write=True, step=metrics.eval_steps.get(dl_idx, 0) + done)
                 done += 1
@@ -712,10 +712,10 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
         if kept is not None:  # a list per loader, or the list itself for one loader, as in Lightning 1.x
             getattr(module, f"{stage}_epoch_end")(kept if several else kept[0])
         if epoch_end:
-            epoch_end(events.epoch_end(trainer, state.current_epoch))
+            epoch_end(events.epoch_end(trainer.view, state.current_epoch))
         results.update(_publish(trainer))
         if end:
-            end(events.end(trainer))
+            end(events.end(trainer.view))
     metrics.context = previous_context
     if was_training:
         module.train()
