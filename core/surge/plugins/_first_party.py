@@ -1,4 +1,6 @@
-"""The plugins this repository publishes, and the names people use for its providers.
+"""The plugins this repository publishes, and the names people use for its providers: the only place where the
+core names first-party plugins, and only to say what to install (the behaviour is the plugins' own: their
+switches, their provider names, their roles).
 
 An error about a name nobody installed may point to ``pip install`` only for these: a hint built from the
 name itself (``pip install surge-<typo>``) would send users to a distribution that does not exist, or to
@@ -52,6 +54,21 @@ SYNONYMS: dict[str, dict[str, str]] = {
 }
 """Per provider slot, what people write (Lightning's names, dtype names) -> the provider name it means here:
 "did you mean" proposes that, not the nearest spelling (``fp16`` is not ``fp64``, ``gpu`` is not ``tpu``)."""
+
+
+PRECISION_NAMES = frozenset({"64", "64-true", "fp64", "16", "16-mixed", "bf16", "bf16-mixed", "16-true", "bf16-true"})
+"""The precision names surge-precision serves: the hint for an unknown precision points there only for these."""
+
+SERVED_BY: dict[str, str] = {
+    "max_time": "surge-callbacks",
+    "accumulate_grad_batches": "surge-callbacks",
+    "stochastic_weight_avg": "surge-swa",
+    "track_grad_norm": "surge-callbacks",
+    "terminate_on_nan": "surge-callbacks",
+    "log_gpu_memory": "surge-callbacks",
+}
+"""The seed Trainer's arguments for training techniques, which only a plugin serves (what a value means is the
+serving plugin's ``switches``), with the first-party distribution to name in the error when none is installed."""
 
 
 def install_hint(name: str) -> str:

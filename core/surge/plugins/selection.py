@@ -17,14 +17,9 @@ from surge.events import Event
 from surge.events.bus import Subscriber, Tier, Timing, timing
 from surge.events.protocols import CheckpointIO, Tuner, missing_members, role_problem
 from surge.plugins import ROLE_PROTOCOLS, Catalog, PluginRecord
-from surge.plugins._first_party import SYNONYMS, install_hint
+from surge.plugins._first_party import PRECISION_NAMES, SERVED_BY, SYNONYMS, install_hint
 from surge.plugins.backends import Accelerator, Precision, Strategy, api_names
 from surge.settings import SurgeSettings
-
-# The precision names surge-precision adds (the hint of an unknown name points there only for these).
-_STANDARD_PRECISIONS = frozenset(
-    {"64", "64-true", "fp64", "16", "16-mixed", "bf16", "bf16-mixed", "16-true", "bf16-true"}
-)
 
 SWITCHES_GROUP = "surge.switches"
 """The entry-point group in which a distribution names the Trainer arguments its plugins serve (their
@@ -34,17 +29,6 @@ point named after the argument whose value is the serving plugin's ``surge.plugi
     [project.entry-points."surge.switches"]
     max_time = "surge_callbacks:timer_plugin"
 """
-
-_SERVED_BY_PLUGINS: dict[str, str] = {
-    "max_time": "surge-callbacks",
-    "accumulate_grad_batches": "surge-callbacks",
-    "stochastic_weight_avg": "surge-swa",
-    "track_grad_norm": "surge-callbacks",
-    "terminate_on_nan": "surge-callbacks",
-    "log_gpu_memory": "surge-callbacks",
-}
-"""The seed Trainer's arguments for training techniques, which only a plugin serves (what a value means is the
-serving plugin's ``switches``), with the first-party distribution to name in the error when none is installed."""
 
 
 def _asks(argument: str, value: Any) -> bool:
@@ -86,7 +70,7 @@ def apply_switches(req: Requests, catalog: Catalog, config: TrainerConfig) -> No
                     f"'{argument}'; uninstall one, or block it with SURGE_DISABLE_PLUGINS"
                 )
             claims[argument] = (record, settings_of)
-    for argument in sorted({*claims, *_SERVED_BY_PLUGINS}):
+    for argument in sorted({*claims, *SERVED_BY}):
         value = getattr(config, argument)
         if argument not in claims:
             if _asks(argument, value):
@@ -114,7 +98,7 @@ def apply_switches(req: Requests, catalog: Catalog, config: TrainerConfig) -> No
 
 
 def _unserved(argument: str, catalog: Catalog) -> str:
-    distribution = _SERVED_BY_PLUGINS[argument]
+    distribution = SERVED_BY[argument]
     held = [r for r in catalog.records.values() if r.distribution == distribution and r.plugin is None]
     if held:
         return f"no loaded plugin serves it: {held[0].describe()} is {held[0].status}: {held[0].reason}"
@@ -518,7 +502,7 @@ def resolve_providers(
                 precisions[alias] = (cls, record)
         if key not in precisions:
             meant = SYNONYMS["precision"].get(key, key)
-            package = "surge-precision" if meant in _STANDARD_PRECISIONS else ""
+            package = "surge-precision" if meant in PRECISION_NAMES else ""
             raise ProviderError(_missing("precision", key, precisions, package, catalog))
         cls, record = precisions[key]
         precision = cls()
