@@ -267,19 +267,10 @@ def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
     assert rc == 0 and re.search(r"\b8 passed\b", out), f"generated tests failed\n{out}\n{err}"
 
 
-
 # -- the contract a third party relies on (issue 18): a template plugin that publishes an event, handles
 # surge-checkpoint's with a filter and provides an accelerator configured by a run config -----------------
 
 # Added to the rendered surge_ckpt_watch/__init__.py, public API only (surge, surge.events, surge_devices).
-CONTRACT_IMPORTS = """
-from dataclasses import dataclass
-from typing import ClassVar
-
-from pydantic import BaseModel, ConfigDict
-from surge_devices import CPUAccelerator, DevicesConfig
-"""
-
 CONTRACT_HANDLER = """
     # surge-checkpoint's event, in every second epoch only (0-based 1, 3, ...): optional, so the plugin runs
     # without surge-checkpoint; it publishes an event of its own for each checkpoint it notes.
@@ -451,7 +442,15 @@ def _add_contract(project: Path) -> None:
     module = project / "src/surge_ckpt_watch/__init__.py"
     source = module.read_text()
     for old, new in [
-        ("from surge import events\n", "from surge import events\n" + CONTRACT_IMPORTS),
+        (
+            "from typing import Annotated, Any\n",
+            "from dataclasses import dataclass\nfrom typing import Annotated, Any, ClassVar\n",
+        ),
+        ("from pydantic import Field\n", "from pydantic import BaseModel, ConfigDict, Field\n"),
+        (
+            "from surge import events\n",
+            "from surge import events\nfrom surge_devices import CPUAccelerator, DevicesConfig\n",
+        ),
         ("        self.steps_seen = 0\n", "        self.steps_seen = 0\n        self.noted_epochs: list[int] = []\n"),
         ("        self.steps_seen += 1\n", "        self.steps_seen += 1\n" + CONTRACT_HANDLER),
         ("\nplugin = surge.Plugin(", CONTRACT_DECLARATIONS + "\nplugin = surge.Plugin("),
@@ -462,8 +461,10 @@ def _add_contract(project: Path) -> None:
     module.write_text(source)
     pyproject = project / "pyproject.toml"
     entry = '"ckpt-watch" = "surge_ckpt_watch:plugin"\n'
-    assert entry in pyproject.read_text()
-    pyproject.write_text(pyproject.read_text().replace(entry, entry + CONTRACT_ENTRY_POINTS))
+    text = pyproject.read_text()
+    assert entry in text and '"pydantic>=2.7"]' in text
+    text = text.replace('"pydantic>=2.7"]', '"pydantic>=2.7", "surge-devices"]')  # it subclasses surge-devices' CPU
+    pyproject.write_text(text.replace(entry, entry + CONTRACT_ENTRY_POINTS))
     (project / "tests/probe.py").write_text(CONTRACT_PROBE.lstrip())
     (project / "tests/test_contract.py").write_text(CONTRACT_TESTS.lstrip())
 
@@ -473,7 +474,9 @@ def test_out_of_tree_plugin_keeps_the_contract(tmp_path: Path) -> None:
     project = _render(tmp_path, name="ckpt-watch")
     _add_contract(project)
     python, _ = _install_in_fresh_venv(tmp_path, project, "surge_ckpt_watch")
-    rc, out, err = dists.start([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], dists.child_env(), project).wait()
+    rc, out, err = dists.start(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], dists.child_env(), project
+    ).wait()
     assert rc == 0 and re.search(r"\b12 passed\b", out), f"generated tests failed\n{out}\n{err}"
 
 
