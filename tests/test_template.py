@@ -3,8 +3,11 @@
 The end-to-end test renders a plugin, builds its wheel, installs it into a fresh virtual environment and
 checks there that it is discovered, that it fires during a fit, and that its own generated tests pass. The
 fresh environment reuses this one's packages (torch, surge, pytest) through a ``.pth`` file instead of
-installing them again. Other tests: the skeleton lists exactly ``surge.events.EVENTS``, the core wheel
-ships the template, ``copier update`` brings a template change to a rendered plugin, and the errors.
+installing them again. The contract check of issue 18 renders a plugin the same way and makes it publish an
+event, handle surge-checkpoint's ``checkpoint_saved`` with a filter and provide an accelerator configured by
+a run config, with tests of its own that must pass. Other tests: the skeleton lists exactly
+``surge.events.EVENTS``, the core wheel ships the template, ``copier update`` brings a template change to a
+rendered plugin, and the errors.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ def test_rendered_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "@surge.validated\n    def __init__(self, every_n_steps: Annotated[int, Field(ge=0)] = 1)" in source
     assert "BaseModel" not in source and "config=" not in source
     assert 'description="Counts \\"steps\\""' in source
+    # it teaches handling another plugin's event with a filter, and publishing one's own
+    assert "@surge.hookimpl(optional=True, every_n_epochs=2) def checkpoint_saved" in source
+    assert "surge.Plugin(events=[...])" in source and "event.trainer.emit(" in source
 
     pyproject = (project / "pyproject.toml").read_text()
     requirement = _cli_new.surge_requirement(surge.__version__)
@@ -205,31 +211,36 @@ print("RESULT: " + json.dumps({
 """
 
 
-@pytest.mark.slow
-def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
-    project = _render(tmp_path)
+def _install_in_fresh_venv(tmp_path: Path, project: Path, package: str) -> tuple[str, Path]:
+    """Build ``project``'s wheel and install it into a fresh virtual environment: its Python and site-packages.
+
+    The fresh environment reuses this one's packages (torch, surge, pytest, pip) without reinstalling them;
+    ``addsitedir`` also reads their .pth files (the editable installs)."""
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     _run(
         [*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", str(project), "-w", str(tmp_path / "wheels")],
         tmp_path,
     )
-    (wheel,) = (tmp_path / "wheels").glob("surge_grad_norm-0.1.0-*.whl")
-
+    (wheel,) = (tmp_path / "wheels").glob(f"{package}-0.1.0-*.whl")
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
     python = str(venv / "bin" / "python")
     new_site = Path(
         _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path).stdout.strip()
     )
-    # This environment's packages (torch, surge, pytest, pip) without reinstalling them; addsitedir also
-    # reads their .pth files (the editable installs).
     (new_site / "_surge_base.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
     _run(
         [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--disable-pip-version-check", str(wheel)],
         tmp_path,
     )
-    assert (new_site / "surge_grad_norm" / "__init__.py").is_file()
+    assert (new_site / package / "__init__.py").is_file()
+    return python, new_site
 
+
+@pytest.mark.slow
+def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
+    project = _render(tmp_path)
+    python, new_site = _install_in_fresh_venv(tmp_path, project, "surge_grad_norm")
     env = dists.child_env()
     children = {
         "listing": dists.start([python, "-m", "surge", "plugins", "--json"], env, tmp_path),
@@ -254,6 +265,219 @@ def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
 
     rc, out, err = children["tests"].wait()
     assert rc == 0 and re.search(r"\b8 passed\b", out), f"generated tests failed\n{out}\n{err}"
+
+
+# -- the contract a third party relies on (issue 18): a template plugin that publishes an event, handles
+# surge-checkpoint's with a filter and provides an accelerator configured by a run config -----------------
+
+# Added to the rendered surge_ckpt_watch/__init__.py, public API only (surge, surge.events, surge_devices).
+CONTRACT_HANDLER = """
+    # surge-checkpoint's event, in every second epoch only (0-based 1, 3, ...): optional, so the plugin runs
+    # without surge-checkpoint; it publishes an event of its own for each checkpoint it notes.
+    @surge.hookimpl(optional=True, every_n_epochs=2)
+    def checkpoint_saved(self, event: Any) -> None:
+        self.noted_epochs.append(event.epoch)
+        event.trainer.emit(CheckpointNoted(event.trainer, path=event.path, epoch=event.epoch))
+"""
+
+CONTRACT_DECLARATIONS = '''
+@dataclass(frozen=True, slots=True)
+class CheckpointNoted(surge.events.Event):
+    """After ckpt-watch noted a checkpoint surge-checkpoint committed in an odd epoch (0-based 1, 3, ...):
+    fires from its ``checkpoint_saved`` handler, on global rank zero, once per such file. ``path``: the file;
+    ``epoch``: the epoch it holds.
+
+    May change: nothing."""
+
+    name: ClassVar[str] = "checkpoint_noted"
+    path: str
+    epoch: int
+
+
+class WatchCPUConfig(BaseModel):
+    """The settings of the ckpt-watch-cpu provider (``plugins: {ckpt-watch-cpu: {threads: 2}}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    threads: int = Field(1, ge=1)
+
+
+class WatchCPU(CPUAccelerator):
+    """The CPU with ``threads`` intra-op threads during a run."""
+
+    name: ClassVar[str] = "watch-cpu"
+    auto_priority: ClassVar[int] = -1  # never chosen by accelerator="auto"
+    threads: int | None = None
+
+    def configure(self, settings: WatchCPUConfig) -> None:  # type: ignore[override]
+        self.threads = settings.threads
+        super().configure(DevicesConfig(cpu_threads=settings.threads))
+
+
+provider = surge.Plugin(
+    name="ckpt-watch-cpu",
+    kind="provider",
+    provides={"accelerator": {"watch-cpu": WatchCPU}},
+    config=WatchCPUConfig,
+)
+
+'''
+
+CONTRACT_ENTRY_POINTS = """
+"ckpt-watch-cpu" = "surge_ckpt_watch:provider"
+
+[project.entry-points."surge.providers"]
+"accelerator.watch-cpu" = "surge_ckpt_watch:provider"
+"""
+
+# The rendered project's new tests: a subscriber passed in by the run config records what it saw.
+CONTRACT_PROBE = '''
+from typing import Any, ClassVar
+
+import surge
+import torch
+
+
+class Probe:
+    """Subscribes to ckpt-watch's event and to surge-checkpoint's, and notes the threads of each batch."""
+
+    surge_kind = "observer"
+    runs: ClassVar[list["Probe"]] = []
+
+    def __init__(self) -> None:
+        self.noted: list[Any] = []
+        self.saved: list[Any] = []
+        self.threads: list[int] = []
+        self.watch: Any = None
+        self.accelerator: Any = None
+        Probe.runs.append(self)
+
+    @surge.hookimpl
+    def checkpoint_noted(self, event: Any) -> None:
+        self.noted.append(event)
+
+    @surge.hookimpl(optional=True)
+    def checkpoint_saved(self, event: Any) -> None:
+        self.saved.append(event)
+
+    @surge.hookimpl
+    def train_batch_end(self, event: Any) -> None:
+        self.threads.append(torch.get_num_threads())
+
+    @surge.hookimpl
+    def teardown(self, event: Any) -> None:
+        self.watch = event.trainer.plugin("ckpt-watch")
+        self.accelerator = event.trainer.accelerator
+'''
+
+CONTRACT_TESTS = '''
+"""ckpt-watch from a run config: it publishes checkpoint_noted, handles surge-checkpoint's checkpoint_saved
+in odd epochs only, and its accelerator takes its thread count from the config's plugins section."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from surge.cli import main
+from surge.testing import assert_discovered
+from surge_ckpt_watch import CheckpointNoted, WatchCPU
+
+THREADS = 1 if torch.get_num_threads() != 1 else 2
+RUN = """
+model: surge.testing.TinyModule
+data: surge.testing.TinyDataModule
+trainer:
+  accelerator: watch-cpu
+  max_epochs: 4
+  limit_train_batches: 2
+  limit_val_batches: 1
+  logger: false
+  enable_progress_bar: false
+  default_root_dir: {root}
+plugins:
+  ckpt-watch: true
+  ckpt-watch-cpu: {{threads: {threads}}}
+  checkpoint: {{save_top_k: -1}}
+  probe: {{class_path: probe.Probe}}
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    config = root / "run.yaml"
+    config.write_text(RUN.format(root=root, threads=THREADS))
+    before = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(Path(__file__).parent))  # probe.py, named by the config's class_path
+        import probe
+
+        assert main(["fit", "--config", str(config)]) == 0
+    assert torch.get_num_threads() == before  # put back after the run
+    (done,) = probe.Probe.runs
+    return done
+
+
+def test_provider_is_discovered() -> None:
+    assert_discovered("ckpt-watch-cpu", distribution="surge-ckpt-watch", kind="provider")
+
+
+def test_checkpoint_saved_handler_runs_in_odd_epochs_only(run) -> None:
+    assert [e.epoch for e in run.saved] == [0, 1, 2, 3]  # one checkpoint per epoch
+    assert run.watch.noted_epochs == [1, 3]  # every_n_epochs=2
+
+
+def test_published_event_reaches_a_subscriber(run) -> None:
+    assert all(type(e) is CheckpointNoted for e in run.noted)
+    assert [(e.epoch, e.path) for e in run.noted] == [(e.epoch, e.path) for e in run.saved if e.epoch in (1, 3)]
+
+
+def test_provider_takes_the_run_config_setting(run) -> None:
+    assert isinstance(run.accelerator, WatchCPU) and run.accelerator.threads == THREADS
+    assert run.threads == [THREADS] * 8  # 2 batches in each of 4 epochs
+'''
+
+
+def _add_contract(project: Path) -> None:
+    """Turn the rendered surge-ckpt-watch into the plugin of the contract check, as its author would."""
+    module = project / "src/surge_ckpt_watch/__init__.py"
+    source = module.read_text()
+    for old, new in [
+        (
+            "from typing import Annotated, Any\n",
+            "from dataclasses import dataclass\nfrom typing import Annotated, Any, ClassVar\n",
+        ),
+        ("from pydantic import Field\n", "from pydantic import BaseModel, ConfigDict, Field\n"),
+        (
+            "from surge import events\n",
+            "from surge import events\nfrom surge_devices import CPUAccelerator, DevicesConfig\n",
+        ),
+        ("        self.steps_seen = 0\n", "        self.steps_seen = 0\n        self.noted_epochs: list[int] = []\n"),
+        ("        self.steps_seen += 1\n", "        self.steps_seen += 1\n" + CONTRACT_HANDLER),
+        ("\nplugin = surge.Plugin(", CONTRACT_DECLARATIONS + "\nplugin = surge.Plugin("),
+        ("    default=False,\n", "    default=False,\n    events=[CheckpointNoted],\n"),
+    ]:
+        assert source.count(old) == 1, f"the template no longer has {old!r}: update _add_contract"
+        source = source.replace(old, new)
+    module.write_text(source)
+    pyproject = project / "pyproject.toml"
+    entry = '"ckpt-watch" = "surge_ckpt_watch:plugin"\n'
+    text = pyproject.read_text()
+    assert entry in text and '"pydantic>=2.7"]' in text
+    text = text.replace('"pydantic>=2.7"]', '"pydantic>=2.7", "surge-devices"]')  # it subclasses surge-devices' CPU
+    pyproject.write_text(text.replace(entry, entry + CONTRACT_ENTRY_POINTS))
+    (project / "tests/probe.py").write_text(CONTRACT_PROBE.lstrip())
+    (project / "tests/test_contract.py").write_text(CONTRACT_TESTS.lstrip())
+
+
+@pytest.mark.slow
+def test_out_of_tree_plugin_keeps_the_contract(tmp_path: Path) -> None:
+    project = _render(tmp_path, name="ckpt-watch")
+    _add_contract(project)
+    python, _ = _install_in_fresh_venv(tmp_path, project, "surge_ckpt_watch")
+    rc, out, err = dists.start(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], dists.child_env(), project
+    ).wait()
+    assert rc == 0 and re.search(r"\b12 passed\b", out), f"generated tests failed\n{out}\n{err}"
 
 
 # -- copier update -----------------------------------------------------------------------------------
