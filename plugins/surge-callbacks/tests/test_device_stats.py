@@ -52,5 +52,8 @@ def test_log_gpu_memory_requests_it_and_epoch_interval(fit):
 
 
 def test_bad_settings_are_config_errors():
-    with pytest.raises(surge.ConfigError, match="trainer.plugins.device_stats.gpu_memory"):
+    # reported under the argument the user set, by the serving plugin's rules
+    with pytest.raises(
+        surge.ConfigError, match="trainer.log_gpu_memory: got 'max': Input should be 'all' or 'min_max'"
+    ):
         surge.Trainer(log_gpu_memory="max", logger=False)

@@ -131,7 +131,7 @@ def test_duration_forms(value, expected):
 
 
 def test_bad_durations_are_config_errors():
-    with pytest.raises(surge.ConfigError, match=r"trainer.plugins.timer.duration: .*'DD:HH:MM:SS'"):
+    with pytest.raises(surge.ConfigError, match=r"trainer.max_time: got '1 hour': .*'DD:HH:MM:SS'"):
         surge.Trainer(max_time="1 hour", logger=False)
     with pytest.raises(surge.ConfigError, match=r"unknown unit\(s\) \['hour'\]"):
         surge.Trainer(plugins={"timer": {"duration": {"hour": 1}}}, logger=False)
