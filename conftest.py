@@ -11,22 +11,31 @@ import pytest
 pytest_plugins = ["surge.testing"]
 
 
-_CHECKOUT_RUNS = Path(__file__).parent / "surge_runs"
+_CHECKOUT = Path(__file__).parent
+# What a run writes into its working directory when nothing says where: Surge's run directories, and the
+# ./mlruns folder of MLflow's defaults (a file store, or the artifacts of a database store's experiments).
+_RUN_FOLDERS = ("surge_runs", "mlruns")
 
 
 def _checkout_runs() -> set[str]:
-    return set(os.listdir(_CHECKOUT_RUNS)) if _CHECKOUT_RUNS.is_dir() else set()
+    return {
+        f"{folder}/{entry}"
+        for folder in _RUN_FOLDERS
+        if (_CHECKOUT / folder).is_dir()
+        for entry in os.listdir(_CHECKOUT / folder)
+    }
 
 
 @pytest.fixture(autouse=True)
 def _no_run_directory_in_the_checkout(request: pytest.FixtureRequest) -> Iterator[None]:
     """`make test` leaves the checkout as it found it: a test whose run lands in the repository's own
     ``surge_runs/`` (a Trainer without ``default_root_dir``, or ``surge fit``, with the repository as the working
-    directory) fails, named."""
+    directory) or ``mlruns/`` (MLflow's default place) fails, named."""
     before = _checkout_runs()
     yield
     if written := sorted(_checkout_runs() - before):
         pytest.fail(
-            f"{request.node.nodeid} wrote {written} into {_CHECKOUT_RUNS}: run it in a temporary working directory "
-            "(monkeypatch.chdir(tmp_path)) or pass default_root_dir=tmp_path"
+            f"{request.node.nodeid} wrote {written} into the checkout {_CHECKOUT}: run it in a temporary working "
+            "directory (monkeypatch.chdir(tmp_path)), pass default_root_dir=tmp_path, or give MLflow an "
+            "artifact_location"
         )

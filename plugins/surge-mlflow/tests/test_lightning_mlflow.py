@@ -16,6 +16,12 @@ from surge.testing import TinyDataModule, TinyModule
 from surge_mlflow import TrackingStoreError
 
 
+def _artifacts(tmp_path: Path) -> str:
+    """The experiment's artifact folder, in the test's own folder: without one, MLflow puts the artifacts of an
+    experiment in a database store under ``./mlruns`` (Lightning passes its ``artifact_location=None`` on)."""
+    return (tmp_path / "artifacts").as_uri()
+
+
 def fit(logger: Any, tmp_path: Path, model: surge.Module | None = None, **kwargs: Any) -> surge.Trainer:
     kwargs.setdefault("enable_checkpointing", False)
     trainer = surge.Trainer(
@@ -48,7 +54,13 @@ class Nested(TinyModule):
 def test_a_fit_is_one_run_with_lightnings_params_metrics_and_status(
     tmp_path: Path, store_uri: str, experiment: str, client: Any, history: Callable[..., Any]
 ) -> None:
-    logger = MLFlowLogger(experiment_name=experiment, tracking_uri=store_uri, run_name="first", tags={"team": "a"})
+    logger = MLFlowLogger(
+        experiment_name=experiment,
+        tracking_uri=store_uri,
+        run_name="first",
+        tags={"team": "a"},
+        artifact_location=_artifacts(tmp_path),
+    )
     fit(logger, tmp_path, Nested())
     run = client.get_run(logger.run_id)
     assert logger.version == logger.run_id and logger.name == logger.experiment_id == run.info.experiment_id
@@ -67,7 +79,7 @@ def test_a_failed_fit_ends_its_run_failed(tmp_path: Path, store_uri: str, experi
                 raise RuntimeError("bad batch")
             return super().training_step(batch, batch_idx)
 
-    logger = MLFlowLogger(experiment_name=experiment, tracking_uri=store_uri)
+    logger = MLFlowLogger(experiment_name=experiment, tracking_uri=store_uri, artifact_location=_artifacts(tmp_path))
     with pytest.raises(RuntimeError, match="bad batch"):
         fit(logger, tmp_path, Failing())
     assert client.get_run(logger.run_id).info.status == "FAILED"
@@ -76,7 +88,7 @@ def test_a_failed_fit_ends_its_run_failed(tmp_path: Path, store_uri: str, experi
 def test_run_id_continues_that_run_and_an_unknown_one_is_refused(
     tmp_path: Path, store_uri: str, experiment: str, client: Any
 ) -> None:
-    first = MLFlowLogger(experiment_name=experiment, tracking_uri=store_uri)
+    first = MLFlowLogger(experiment_name=experiment, tracking_uri=store_uri, artifact_location=_artifacts(tmp_path))
     first.log_metrics({"before": 1.0}, step=1)
     again = MLFlowLogger(tracking_uri=store_uri, run_id=first.run_id)
     fit(again, tmp_path)
@@ -95,7 +107,9 @@ def test_run_id_continues_that_run_and_an_unknown_one_is_refused(
 def test_log_model_uploads_the_checkpoints(
     tmp_path: Path, store_uri: str, experiment: str, client: Any, log_model: Any, uploads: list[str]
 ) -> None:
-    logger = MLFlowLogger(experiment_name=experiment, tracking_uri=store_uri, log_model=log_model)
+    logger = MLFlowLogger(
+        experiment_name=experiment, tracking_uri=store_uri, log_model=log_model, artifact_location=_artifacts(tmp_path)
+    )
     fit(logger, tmp_path, enable_checkpointing=True)
     artifacts = sorted(a.path for a in client.list_artifacts(logger.run_id))
     assert artifacts == uploads

@@ -201,8 +201,9 @@ def test_one_run_per_trainer_across_fit_and_test(fit, client, experiment, mlflow
     assert "test_loss" in run.data.metrics and len(history(client, run.info.run_id, "train_loss")) == 4
 
 
-def test_attaches_to_an_existing_run(fit, client, experiment, history):
-    experiment_id = client.create_experiment(experiment)
+def test_attaches_to_an_existing_run(fit, client, experiment, history, tmp_path):
+    # artifacts of the test's own (a sqlite store without a location would put them in ./mlruns, the checkout)
+    experiment_id = client.create_experiment(experiment, artifact_location=(tmp_path / "artifacts").as_uri())
     run_id = client.create_run(experiment_id, run_name="made-elsewhere").info.run_id
     fit({"run_id": run_id})
     (run,) = _runs(client, experiment)
