@@ -12,7 +12,7 @@ import pytest
 import surge
 import surge.events as ev
 import torch
-from surge.compat import Callback
+from surge_lightning.pytorch.callbacks import Callback
 from surge.events.run import RunView, StateView
 from surge.testing import EventRecorder, TinyDataModule, TinyModule
 

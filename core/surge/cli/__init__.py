@@ -23,7 +23,10 @@ from surge.cli import run as _cli_run
 from surge.errors import LabError, SurgeError
 from surge.plugins.commands import CommandRecord, discover_commands
 
-__all__ = ["main", "build_parser", "CORE_COMMANDS", "PROVIDED_BY"]
+__all__ = ["main", "build_parser", "options_reference", "CORE_COMMANDS", "PROVIDED_BY"]
+
+options_reference = _cli_run.options_reference
+"""The Trainer arguments' reference, as ``surge fit --help`` prints it (a command-line front end shows it too)."""
 
 CORE_COMMANDS = (*_cli_run.COMMANDS, "completion", "plugins")
 """The commands of the core's own command list; a plugin command of one of these names is refused."""

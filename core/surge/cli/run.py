@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     command: str = args.command
     overrides = runconfig.parse_overrides(args.overrides)
     _shorthands(args, overrides)
-    files = _load_files(args.config)
+    files = runconfig.load_files(args.config)
     if not args.config:
         files = [_embedded(args)]
     config = runconfig.resolve(files, overrides, command=command)
@@ -136,22 +136,6 @@ def _run(args: argparse.Namespace) -> int:
     if trainer.is_global_zero:  # one report per run, not one per process
         _report(command, trainer, result)
     return 0
-
-
-def _load_files(locations: Sequence[str]) -> list[Any]:
-    """Every file's syntax problems at once (a file that cannot be parsed cannot be checked further)."""
-    from surge.cli.runconfig import load_file
-    from surge.errors import ConfigError
-
-    layers, problems = [], []
-    for location in locations:
-        try:
-            layers.append(load_file(location))
-        except ConfigError as exc:
-            problems += [(path, f"{message} ({location})") for path, message in exc.problems]
-    if problems:
-        raise ConfigError(problems, "the run config")
-    return layers
 
 
 def _shorthands(args: argparse.Namespace, overrides: Any) -> None:

@@ -34,6 +34,8 @@ FIRST_PARTY: dict[str, str] = {
     "tuner": "surge-tuner",
     "profilers": "surge-profilers",
     "compile": "surge-compile",
+    "lightning": "surge-lightning",
+    "epoch_end_outputs": "surge-lightning",
 }
 """Plugin name -> the first-party distribution that ships it."""
 
@@ -69,6 +71,50 @@ SERVED_BY: dict[str, str] = {
 }
 """The seed Trainer's arguments for training techniques, which only a plugin serves (what a value means is the
 serving plugin's ``switches``), with the first-party distribution to name in the error when none is installed."""
+
+
+LIGHTNING = "surge-lightning"
+"""The distribution of Lightning's names (``surge_lightning``, ``lightning`` module for module), its callback and
+logger adapters, 1.x arguments and hooks, LightningCLI and checkpoint import: named by the ``surge.compat`` shim
+and by the errors below when it is not installed."""
+
+LEGACY_ARGUMENTS: dict[str, str] = {
+    "gpus": "accelerator='gpu', devices=<count or indices>",
+    "tpu_cores": "accelerator='tpu', devices=<count>",
+    "num_processes": "accelerator='cpu', devices=<count>",
+    "auto_select_gpus": "devices=[<indices>] (or CUDA_VISIBLE_DEVICES)",
+    "distributed_backend": "strategy=<name>",
+    "amp_backend": "precision='16-mixed'",
+    "amp_level": "precision='16-mixed'",
+    "checkpoint_callback": "enable_checkpointing=<bool> (or callbacks=[ModelCheckpoint(...)])",
+    "resume_from_checkpoint": "trainer.fit(model, ckpt_path=<path>)",
+    "weights_summary": "enable_model_summary=<bool>",
+    "weights_save_path": "callbacks=[ModelCheckpoint(dirpath=<path>)]",
+    "progress_bar_refresh_rate": "enable_progress_bar=<bool>",
+    "process_position": "enable_progress_bar=False",
+    "flush_logs_every_n_steps": "nothing (drop it)",
+    "reload_dataloaders_every_epoch": "reload_dataloaders_every_n_epochs=1",
+    "replace_sampler_ddp": "use_distributed_sampler=<bool>",
+    "truncated_bptt_steps": "the Module's truncated_bptt_steps attribute",
+}
+"""Lightning 1.x Trainer arguments that Lightning 2 removed, with their modern spelling: a plugin of :data:`LIGHTNING`
+translates them; without one, ``Trainer(gpus=2)`` is refused naming both and the distribution."""
+
+LEGACY_MODULE_HOOKS: dict[str, str] = {
+    "training_epoch_end": "on_train_epoch_end",
+    "validation_epoch_end": "on_validation_epoch_end",
+    "test_epoch_end": "on_test_epoch_end",
+}
+"""Lightning 1.x Module hooks (``(self, outputs)``) that no core loop calls, with their Lightning 2 replacement: a
+plugin of :data:`LIGHTNING` claims them (``surge.Plugin(module_hooks=...)``); without one, a Module defining one is
+refused naming both and the distribution."""
+
+CALLBACK_HINT = (
+    "a Lightning callback subclasses surge_lightning.pytorch.callbacks.Callback and overrides its hooks "
+    f"(on_train_epoch_end(self, trainer, pl_module), ...), with `pip install {LIGHTNING}`"
+)
+"""How an object written with Lightning's callback hooks runs: said by the error about an object that would handle
+nothing (the distribution's adapter also takes such objects without the base class)."""
 
 
 def install_hint(name: str) -> str:

@@ -1,0 +1,7 @@
+"""``lightning.pytorch.callbacks.early_stopping``: ``EarlyStopping`` and ``EarlyStoppingReason``, surge-callbacks'."""
+
+from surge_lightning._lazy import served
+
+__all__ = ["EarlyStopping", "EarlyStoppingReason"]
+
+__getattr__, __dir__ = served(__name__, {"EarlyStopping": "surge_callbacks", "EarlyStoppingReason": "surge_callbacks"})
