@@ -128,7 +128,9 @@ def test_callback_hooks_are_called_as_lightning_calls_them(tmp_path: Path) -> No
     theirs_hooks = {n for n in vars(lightning.Callback) if n.startswith("on_") or n in ("setup", "teardown")}
     assert theirs_hooks == set(HOOKS)
     for name in HOOKS:  # the same parameters, kinds and defaults
-        mine, lightnings = (inspect.signature(getattr(c, name)) for c in (surge_lightning.pytorch.Callback, lightning.Callback))
+        mine, lightnings = (
+            inspect.signature(getattr(c, name)) for c in (surge_lightning.pytorch.Callback, lightning.Callback)
+        )
         assert [(p.name, p.kind, p.default) for p in mine.parameters.values()] == [
             (p.name, p.kind, p.default) for p in lightnings.parameters.values()
         ], name
@@ -291,7 +293,9 @@ def test_objects_that_would_handle_nothing_are_refused(tmp_path: Path) -> None:
     assert f"trainer.plugins[1]: {__name__}.Helper handles nothing" in _refusal(
         tmp_path, plugins=["early_stopping", Helper()]
     )
-    assert "handles nothing" in _refusal(tmp_path, callbacks=[type("Nothing", (surge_lightning.pytorch.Callback,), {})()])
+    assert "handles nothing" in _refusal(
+        tmp_path, callbacks=[type("Nothing", (surge_lightning.pytorch.Callback,), {})()]
+    )
     assert "is a Module, not a callback: pass it to trainer.fit(model)" in _refusal(tmp_path, callbacks=[TinyModule()])
     assert "choose it with Trainer(precision=...)" in _refusal(tmp_path, plugins=[surge.Precision()])
 

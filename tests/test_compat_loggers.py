@@ -157,8 +157,10 @@ def test_names_not_ported_or_not_installed_are_refused_with_the_way_out(monkeypa
     for module in (loggers, loggers.wandb):  # read once, kept: forget it, as in a process without surge-wandb
         monkeypatch.delattr(module, "WandbLogger")
     monkeypatch.setattr(sys, "meta_path", [NotInstalled("surge_wandb"), *sys.meta_path])
-    with pytest.raises(ImportError, match=r"WandbLogger is surge-wandb's, which is not installed: `pip install surge-w"):
-        from surge_lightning.pytorch.loggers import WandbLogger  # noqa: F811
+    with pytest.raises(
+        ImportError, match=r"WandbLogger is surge-wandb's, which is not installed: `pip install surge-w"
+    ):
+        from surge_lightning.pytorch.loggers import WandbLogger
 
 
 class Color(enum.Enum):

@@ -778,8 +778,8 @@ def _stopped_by(callback: Any, base: Any, trainer: Any) -> Any:
     ],
 )
 def test_early_stopping_reason_as_lightning(options: dict[str, Any], reason: str, tmp_path: Path) -> None:
-    from surge_lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
     from surge_callbacks import EarlyStopping
+    from surge_lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
     assert EarlyStopping().stopping_reason is EarlyStoppingReason.NOT_STOPPED
     ours = EarlyStopping(monitor="val_loss", **options)

@@ -59,7 +59,9 @@ def _served(module: str, names: list[str], line: int) -> None:
     try:
         found = importlib.import_module(module)
     except ModuleNotFoundError:
-        raise UnmappedImport(f"no Surge mapping for `{module}` (line {line}): surge-lightning has no such module")
+        raise UnmappedImport(
+            f"no Surge mapping for `{module}` (line {line}): surge-lightning has no such module"
+        ) from None
     for name in names:
         if not hasattr(found, name) and importlib.util.find_spec(f"{module}.{name}") is None:
             raise UnmappedImport(f"no Surge mapping for `from {module} import {name}` (line {line})")
@@ -175,12 +177,18 @@ def test_porting_rewrites_import_statements_only(name: str) -> None:
         ("import lightning.pytorch as pl", "import surge_lightning.pytorch as pl"),
         ("import pytorch_lightning as pl", "import surge_lightning.pytorch as pl"),
         ("import lightning.pytorch", "import surge_lightning.pytorch, surge_lightning as lightning"),
-        ("from lightning.pytorch.callbacks import ModelCheckpoint", "from surge_lightning.pytorch.callbacks import ModelCheckpoint"),
+        (
+            "from lightning.pytorch.callbacks import ModelCheckpoint",
+            "from surge_lightning.pytorch.callbacks import ModelCheckpoint",
+        ),
         (
             "from pytorch_lightning.callbacks.early_stopping import EarlyStopping as ES",
             "from surge_lightning.pytorch.callbacks.early_stopping import EarlyStopping as ES",
         ),
-        ("from lightning.pytorch.utilities.rank_zero import rank_zero_only", "from surge_lightning.pytorch.utilities.rank_zero import rank_zero_only"),
+        (
+            "from lightning.pytorch.utilities.rank_zero import rank_zero_only",
+            "from surge_lightning.pytorch.utilities.rank_zero import rank_zero_only",
+        ),
         ("from lightning import LightningModule, Trainer", "from surge_lightning import LightningModule, Trainer"),
         ("import torch, lightning.pytorch as pl", "import torch\nimport surge_lightning.pytorch as pl"),
     ],
@@ -312,7 +320,9 @@ def test_the_guides_callback_as_plugin_and_weight_loading_run(tmp_path: Path, mo
     printed: list[tuple[Any, ...]] = []
     namespace: dict[str, Any] = {"surge": surge, "print": lambda *args: printed.append(args)}
     lightning_style: dict[str, Any] = {"print": namespace["print"]}
-    exec(_guide_block("import surge_lightning.pytorch as L"), lightning_style)  # the guide's Lightning callback, as written
+    exec(
+        _guide_block("import surge_lightning.pytorch as L"), lightning_style
+    )  # the guide's Lightning callback, as written
     assert "PrintLoss" in [type(c).__name__ for c in lightning_style["trainer"].callbacks]
     short = surge.Trainer(
         max_epochs=1, callbacks=[lightning_style["PrintLoss"]()], logger=False, enable_progress_bar=False

@@ -132,6 +132,7 @@ class CheckpointFormat(Protocol):
         raises :class:`CheckpointError` naming ``url`` when it holds no checkpoint."""
         ...
 
+
 _TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.surge-tmp$")
 _CHUNK = 1 << 20
 
@@ -427,7 +428,9 @@ def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     if not fs.exists(path + MARKER_SUFFIX):
         for name, converter in _formats():
             if converter.recognizes(data):
-                logger.info("{} is a {} checkpoint: it has no commit marker, so its integrity cannot be checked", url, name)
+                logger.info(
+                    "{} is a {} checkpoint: it has no commit marker, so its integrity cannot be checked", url, name
+                )
                 return converter.convert(_deserialize(data, url, trusted), url)
     expected = _read_marker(fs, path, url)
     _check_hash(hashlib.sha256(data).hexdigest(), expected, url)

@@ -15,13 +15,25 @@ def forward(old: str, new: str) -> Any:
     try:
         return importlib.import_module(new)
     except ModuleNotFoundError as exc:
-        if exc.name != new.split(".")[0]:
-            raise
-        raise ImportError(f"{old} moved to {new}, in {LIGHTNING}, which is not installed: `pip install {LIGHTNING}`") from exc
+        if not exc.name or not (new == exc.name or new.startswith(exc.name + ".")):
+            raise  # surge-lightning is there, something it imports is not: that error says what
+        raise ImportError(
+            f"{old} moved to {new}, in {LIGHTNING}, which is not installed: `pip install {LIGHTNING}`"
+        ) from exc
 
 
 _target = forward(__name__, "surge_lightning.pytorch")
-_PLACES = ("", ".cli", ".callbacks", ".callbacks.early_stopping", ".loggers", ".profilers", ".tuner", ".utilities.rank_zero", ".utilities")
+_PLACES = (
+    "",
+    ".cli",
+    ".callbacks",
+    ".callbacks.early_stopping",
+    ".loggers",
+    ".profilers",
+    ".tuner",
+    ".utilities.rank_zero",
+    ".utilities",
+)
 """Where ``surge.compat``'s flat names live now (``surge.compat.Tuner`` is ``surge_lightning.pytorch.tuner.Tuner``)."""
 
 

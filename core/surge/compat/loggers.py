@@ -6,7 +6,11 @@ from typing import Any
 from surge.compat import forward
 
 _target = forward(__name__, "surge_lightning.pytorch.loggers")
-_PLACES = ("surge_lightning.pytorch.loggers.logger", "surge_lightning.pytorch.core.saving", "surge_lightning.file_loggers")
+_PLACES = (
+    "surge_lightning.pytorch.loggers.logger",
+    "surge_lightning.pytorch.core.saving",
+    "surge_lightning.file_loggers",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -16,4 +20,6 @@ def __getattr__(name: str) -> Any:
         module = importlib.import_module(place)
         if name in module.__all__:
             return getattr(module, name)
-    raise AttributeError(f"module 'surge.compat.loggers' has no attribute {name!r} (it is surge_lightning.pytorch.loggers now)")
+    raise AttributeError(
+        f"module 'surge.compat.loggers' has no attribute {name!r} (it is surge_lightning.pytorch.loggers now)"
+    )

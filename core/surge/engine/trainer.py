@@ -18,7 +18,6 @@ from loguru import logger
 from surge import _data
 from surge import events as ev
 from surge._plain import check_hparams, plain_hparams
-from surge.rank_zero import rank_zero_only
 from surge.config import TrainerConfig, build_config
 from surge.engine import checkpointing
 from surge.engine._compiled import unwrap_compiled
@@ -46,6 +45,7 @@ from surge.plugins.selection import (
     resolve_tuner,
     switched_plugins,
 )
+from surge.rank_zero import rank_zero_only
 from surge.settings import load_settings
 
 __all__ = ["Trainer", "LRSchedulerConfig"]

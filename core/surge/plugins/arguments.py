@@ -49,7 +49,9 @@ def translate_arguments(options: Mapping[str, Any], settings: SurgeSettings, lab
             )
         translated = plugin.translate(options)
         if not isinstance(translated, Mapping):
-            raise PluginError(f"{record.describe()}'s translate returned {type(translated).__name__}, not the arguments")
+            raise PluginError(
+                f"{record.describe()}'s translate returned {type(translated).__name__}, not the arguments"
+            )
         options = dict(translated)
     legacy = [arg for arg in options if arg in LEGACY_ARGUMENTS and arg not in TrainerConfig.model_fields]
     if legacy:

@@ -8,8 +8,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loguru import logger
 import torch
+from loguru import logger
 from pydantic import ValidationError
 
 from surge import plugins as _plugins
@@ -420,7 +420,8 @@ def module_plugins(
     if not defined:
         return []
     owner = type(module).__name__
-    problems, asked = [], {}
+    problems: list[tuple[str, str]] = []
+    asked: dict[str, tuple[PluginRecord, dict[str, Any]]] = {}
     for name in dict.fromkeys(defined):
         record = claims.get(name)
         if record is None:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import surge
-from surge_lightning.pytorch.loggers import CSVLogger
 from surge.testing import TinyDataModule, TinyModule
+from surge_lightning.pytorch.loggers import CSVLogger
 
 
 def rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:

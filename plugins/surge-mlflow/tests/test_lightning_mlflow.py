@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge_lightning.pytorch.loggers import MLFlowLogger
 from surge.testing import TinyDataModule, TinyModule
+from surge_lightning.pytorch.loggers import MLFlowLogger
 from surge_mlflow import TrackingStoreError
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge_lightning.pytorch.loggers import TensorBoardLogger
 from surge.testing import TinyDataModule, TinyModule
+from surge_lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.plugins.hparams import api_pb2
 
 

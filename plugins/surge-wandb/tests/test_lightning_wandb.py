@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge_lightning.pytorch.utilities import rank_zero_only
-from surge_lightning.pytorch.loggers import WandbLogger
 from surge.testing import TinyDataModule, TinyModule
 from surge_checkpoint import ModelCheckpoint
+from surge_lightning.pytorch.loggers import WandbLogger
+from surge_lightning.pytorch.utilities import rank_zero_only
 from surge_wandb import WandbError
 
 

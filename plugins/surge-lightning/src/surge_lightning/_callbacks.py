@@ -14,9 +14,8 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 import surge
+import torch
 from surge.events.run import trainer_of
 
 if TYPE_CHECKING:

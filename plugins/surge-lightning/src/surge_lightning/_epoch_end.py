@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import surge
 from loguru import logger
 
-import surge
 from surge_lightning._callbacks import step_outputs
 
 __all__ = ["MODULE_HOOKS", "EpochEndOutputs"]
@@ -51,9 +51,7 @@ class EpochEndOutputs:
     @property
     def surge_unused_hooks(self) -> frozenset[str]:
         events = {"training": "train", "validation": "validation", "test": "test"}
-        return frozenset(
-            f"{events[stage]}_{scope}" for stage, on in self.stages.items() if not on for scope in _SCOPES
-        )
+        return frozenset(f"{events[stage]}_{scope}" for stage, on in self.stages.items() if not on for scope in _SCOPES)
 
     # -- training ------------------------------------------------------------------------------------------------
     @surge.hookimpl

@@ -11,9 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from loguru import logger
-
 import surge
+from loguru import logger
 from surge.config import TrainerConfig
 from surge.errors import ConfigError
 

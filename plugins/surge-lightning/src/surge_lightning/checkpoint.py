@@ -73,7 +73,11 @@ def from_lightning(saved: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
         else:
             notes.append(f"the entry {key!r} (the DataModule's state or the module's on_save_checkpoint additions)")
     notes.append("the RNG states: Lightning does not save them, so random draws continue from this process's")
-    checkpoint["converted_from"] = {"format": "Lightning", "version": str(saved.get(_VERSION_KEY)), "not_carried": notes}
+    checkpoint["converted_from"] = {
+        "format": "Lightning",
+        "version": str(saved.get(_VERSION_KEY)),
+        "not_carried": notes,
+    }
     return checkpoint, notes
 
 
@@ -110,7 +114,9 @@ class LightningFormat:
 
     def convert(self, saved: Any, url: str) -> dict[str, Any]:
         if not isinstance(saved, dict) or "state_dict" not in saved:
-            raise CheckpointError(f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint")
+            raise CheckpointError(
+                f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
+            )
         return from_lightning(saved)[0]
 
 

@@ -15,6 +15,7 @@ Lightning checkpoint import is this distribution's ``surge.checkpoint_formats`` 
 from __future__ import annotations
 
 import surge
+
 from surge_lightning import _callbacks, _epoch_end, _v1
 
 __all__ = ["epoch_end_outputs_plugin", "lightning_plugin"]

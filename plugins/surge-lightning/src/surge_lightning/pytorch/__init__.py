@@ -9,6 +9,7 @@ another plugin distribution is read from it when first used.
 
 from surge import seed_everything
 from surge.rank_zero import rank_zero_only
+
 from surge_lightning._lazy import served
 from surge_lightning.pytorch.callbacks import Callback
 from surge_lightning.pytorch.core import LightningDataModule, LightningModule

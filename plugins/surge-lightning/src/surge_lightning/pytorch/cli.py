@@ -21,14 +21,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from loguru import logger
-
 import surge
+from loguru import logger
 from surge import DataModule, Module, configure_logging, hookimpl, seed_everything
 from surge.cli import options_reference, runconfig
 from surge.cli.runconfig import ClassSpec, Layer, Path, Problems, RunConfig, class_section
 from surge.errors import ConfigError, SurgeError
 from surge.seed import SEED_ENV
+
 from surge_lightning.pytorch.callbacks.callback import Callback
 from surge_lightning.pytorch.trainer.trainer import Trainer
 

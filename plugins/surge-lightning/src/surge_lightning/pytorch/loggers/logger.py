@@ -117,5 +117,3 @@ def rank_zero_experiment(fn: _F) -> _F:
         return fn(self) if rank_zero_only.rank == 0 else DummyExperiment()
 
     return experiment  # type: ignore[return-value]
-
-

@@ -1,6 +1,11 @@
 """``lightning.pytorch.loggers.tensorboard``: ``TensorBoardLogger``, surge-tensorboard's (``surge_tensorboard.lightning``)."""
 
+from typing import TYPE_CHECKING
+
 from surge_lightning._lazy import served
+
+if TYPE_CHECKING:
+    from surge_tensorboard.lightning import TensorBoardLogger
 
 __all__ = ["TensorBoardLogger"]
 
