@@ -26,7 +26,7 @@ COMMANDS = {
     "validate": "run one validation pass over the validation data",
     "test": "run one test pass over the test data",
     "predict": "run the model's predict_step over the predict data and save the outputs",
-    "tune": "find a batch size and learning rate (trainer.auto_scale_batch_size, auto_lr_find; surge-tuner)",
+    "tune": "find a batch size and learning rate (trainer.auto_scale_batch_size, auto_lr_find; a tuner plugin)",
 }
 
 _EXAMPLE = "surge.examples.digits"
@@ -209,7 +209,11 @@ def _tune(trainer: Any, model: Any, data: Any) -> int:
     from surge.errors import SurgeError
 
     if not hasattr(trainer, "tune"):
-        raise SurgeError("this version of surge has no Trainer.tune(); upgrade surge and `pip install surge-tuner`")
+        from surge.plugins._first_party import SLOT_DISTRIBUTIONS
+
+        raise SurgeError(
+            f"this version of surge has no Trainer.tune(); upgrade surge and `pip install {SLOT_DISTRIBUTIONS['tuner']}`"
+        )
     if not (trainer.config.auto_lr_find or trainer.config.auto_scale_batch_size):
         raise SurgeError(
             "nothing to tune: pass --trainer.auto_lr_find=true and/or --trainer.auto_scale_batch_size=true "

@@ -572,10 +572,10 @@ class Trainer:
         datamodule: DataModule | None = None,
         **options: Any,
     ) -> dict[str, Any]:
-        """Tune hyper-parameters before :meth:`fit` with the ``tuner`` provider (``pip install surge-tuner``): the
-        one the Trainer's arguments or ``plugins=`` asked for, else the only one installed. ``options`` (Lightning's
-        ``lr_find_kwargs``, ``scale_batch_size_kwargs``) go to it; it returns what the tuner found
-        (:class:`surge.events.protocols.Tuner`). surge-tuner serves ``auto_scale_batch_size`` and ``auto_lr_find``."""
+        """Tune hyper-parameters before :meth:`fit` with a plugin's ``tuner`` provider (without one, the error says
+        what to install): the one the Trainer's arguments or ``plugins=`` asked for, else the only one installed.
+        ``options`` (Lightning's ``lr_find_kwargs``, ``scale_batch_size_kwargs``) go to it; it returns what the tuner
+        found (:class:`surge.events.protocols.Tuner`)."""
         tuner = self._tuner if self._tuner is not None else resolve_tuner(self.catalog, {}, required=True)
         assert tuner is not None
         data = {"train_dataloaders": train_dataloaders, "val_dataloaders": val_dataloaders, "datamodule": datamodule}

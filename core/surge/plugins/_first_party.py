@@ -58,6 +58,17 @@ SYNONYMS: dict[str, dict[str, str]] = {
 "did you mean" proposes that, not the nearest spelling (``fp16`` is not ``fp64``, ``gpu`` is not ``tpu``)."""
 
 
+SLOT_DISTRIBUTIONS: dict[str, str] = {
+    "accelerator": "surge-devices",
+    "strategy": "surge-devices or surge-ddp",
+    "distributed": "surge-ddp",
+    "precision": "surge-precision",
+    "profiler": "surge-profilers",
+    "tuner": "surge-tuner",
+}
+"""Per provider slot (and ``distributed``: a multi-process strategy), the first-party distributions to name when
+no installed plugin provides what a Trainer argument chose."""
+
 PRECISION_NAMES = frozenset({"64", "64-true", "fp64", "16", "16-mixed", "bf16", "bf16-mixed", "16-true", "bf16-true"})
 """The precision names surge-precision serves: the hint for an unknown precision points there only for these."""
 
@@ -72,6 +83,10 @@ SERVED_BY: dict[str, str] = {
 """The seed Trainer's arguments for training techniques, which only a plugin serves (what a value means is the
 serving plugin's ``switches``), with the first-party distribution to name in the error when none is installed."""
 
+
+COMMANDS: dict[str, str] = {"plot": "surge-csv", "new-plugin": "surge[template]"}
+"""Commands first-party distributions contribute (``surge.commands``), and what to install for each when it is
+missing."""
 
 LIGHTNING = "surge-lightning"
 """The distribution of Lightning's names (``surge_lightning``, ``lightning`` module for module), its callback and

@@ -5,7 +5,7 @@ A distribution names each argument its plugins translate in the ``surge.argument
 argument finds its translator from metadata, without importing any other plugin::
 
     [project.entry-points."surge.arguments"]
-    gpus = "surge_lightning:plugin"
+    gpus = "my_translator:plugin"
 
 The translator is loaded only when the arguments hold one it names, and not when ``SURGE_DISABLE_PLUGINS``, a
 ``SURGE_PLUGINS`` allow-list or a lab profile blocks its plugin (an argument set is a request, as for switches, so

@@ -26,6 +26,7 @@ from surge.plugins._first_party import (
     LIGHTNING,
     PRECISION_NAMES,
     SERVED_BY,
+    SLOT_DISTRIBUTIONS,
     SYNONYMS,
     install_hint,
 )
@@ -540,13 +541,17 @@ def resolve_providers(
             if isinstance(cls, type) and issubclass(cls, Accelerator) and cls.is_available()
         ]
         if not available:
-            raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices", catalog))
+            raise ProviderError(
+                _missing("accelerator", "auto", accelerators, SLOT_DISTRIBUTIONS["accelerator"], catalog)
+            )
         _, name = max(available)
         accelerator, sub = _build("accelerator", name, accelerators, given)
         subscribers.append(sub)
     elif isinstance(accelerator_arg, str):
         if accelerator_arg not in accelerators:
-            raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices", catalog))
+            raise ProviderError(
+                _missing("accelerator", accelerator_arg, accelerators, SLOT_DISTRIBUTIONS["accelerator"], catalog)
+            )
         cls = accelerators[accelerator_arg][0]
         if isinstance(cls, type) and issubclass(cls, Accelerator) and not cls.is_available():
             raise ProviderError(
@@ -573,7 +578,8 @@ def resolve_providers(
             if (len(indices) > 1 or config.num_nodes > 1) and "ddp" not in strategies:
                 raise ProviderError(
                     f"trainer.strategy: devices={config.devices!r} and num_nodes={config.num_nodes} need a "
-                    "distributed strategy; install one (`pip install surge-ddp`) and pass strategy='ddp'"
+                    f"distributed strategy; install one (`pip install {SLOT_DISTRIBUTIONS['distributed']}`) and pass "
+                    "strategy='ddp'"
                 )
             if len(indices) > 1 or config.num_nodes > 1:  # an argument to add, not a plugin to install
                 raise ConfigError(
@@ -587,7 +593,7 @@ def resolve_providers(
                 )
             name = "single_device"
         if name not in strategies:
-            raise ProviderError(_missing("strategy", name, strategies, "surge-devices or surge-ddp", catalog))
+            raise ProviderError(_missing("strategy", name, strategies, SLOT_DISTRIBUTIONS["strategy"], catalog))
         factory, record = strategies[name]
         strategy = factory(accelerator, indices, config.num_nodes)
         configure(strategy, record, given.get(record.name))
@@ -630,7 +636,7 @@ def resolve_providers(
                 precisions[alias] = (cls, record)
         if key not in precisions:
             meant = SYNONYMS["precision"].get(key, key)
-            package = "surge-precision" if meant in PRECISION_NAMES else ""
+            package = SLOT_DISTRIBUTIONS["precision"] if meant in PRECISION_NAMES else ""
             raise ProviderError(_missing("precision", key, precisions, package, catalog))
         cls, record = precisions[key]
         precision = cls()
@@ -769,7 +775,7 @@ def _resolve_profiler(catalog: Catalog, arg: Any, subscribers: list[Subscriber])
     if isinstance(arg, str):
         profilers = catalog.providers("profiler")
         if arg not in profilers:
-            raise ProviderError(_missing("profiler", arg, profilers, "surge-profilers", catalog))
+            raise ProviderError(_missing("profiler", arg, profilers, SLOT_DISTRIBUTIONS["profiler"], catalog))
         profiler, sub = _build("profiler", arg, profilers, {})
         subscribers.append(sub)
         return profiler
