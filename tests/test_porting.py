@@ -1,9 +1,11 @@
 """The porting check: LightningModules written as Lightning's documentation writes them run under Surge after
-their import lines, and nothing else, are rewritten (the mapping of docs/porting.md).
+their import lines, and nothing else, are rewritten (the rule of docs/porting.md, "The imports").
 
 ``tests/porting/*.py`` are those programs, with Lightning's imports (Lightning need not be installed: they are
-read as text). :func:`port` rewrites each import of ``lightning``/``pytorch_lightning`` by the tables below and
-refuses any it has no entry for; the tests check that nothing but import statements changed, execute the result,
+read as text). :func:`port` rewrites each import of ``lightning``/``pytorch_lightning`` by the mechanical rule
+(:data:`PREFIXES`: ``lightning`` -> ``surge_lightning``, ``lightning.pytorch`` and ``pytorch_lightning`` ->
+``surge_lightning.pytorch``, submodule paths kept) and refuses, by name, an import of a module or name that
+surge-lightning does not serve; the tests check that nothing but import statements changed, execute the result,
 and train, validate, test and predict with it.
 
 The porting suite (the programs besides the first three) then runs each program a second time, as written, under

@@ -115,6 +115,10 @@ LEGACY_ARGUMENTS: dict[str, str] = {
 """Lightning 1.x Trainer arguments that Lightning 2 removed, with their modern spelling: a plugin of :data:`LIGHTNING`
 translates them; without one, ``Trainer(gpus=2)`` is refused naming both and the distribution."""
 
+LIGHTNING_PLUGINS = {"adapter": "lightning", "module_hooks": "epoch_end_outputs"}
+"""The plugins of :data:`LIGHTNING` that adapt objects passed in and run the 1.x Module hooks: named, with why they
+are not loaded, when one is installed but blocked."""
+
 LEGACY_MODULE_HOOKS: dict[str, str] = {
     "training_epoch_end": "on_train_epoch_end",
     "validation_epoch_end": "on_validation_epoch_end",

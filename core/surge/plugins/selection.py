@@ -24,6 +24,7 @@ from surge.plugins._first_party import (
     CALLBACK_HINT,
     LEGACY_MODULE_HOOKS,
     LIGHTNING,
+    LIGHTNING_PLUGINS,
     PRECISION_NAMES,
     SERVED_BY,
     SLOT_DISTRIBUTIONS,
@@ -259,11 +260,14 @@ def subscriber_for(obj: object, catalog: Catalog, built_by_plugin: bool = False)
     hooks = sorted(n for n in dir(obj) if n.startswith("on_") and inspect.isroutine(getattr(obj, n, None)))
     if hooks:
         adapters = [r.describe() for r in catalog.loaded() if r.plugin is not None and r.plugin.adapter is not None]
-        runs = (
-            f"no installed adapter ({', '.join(adapters)}) takes it"
-            if adapters
-            else f"no installed plugin adapts such objects: {CALLBACK_HINT}"
-        )
+        held = [r for r in catalog.records.values() if r.name == LIGHTNING_PLUGINS["adapter"] and not r.plugin]
+        if adapters:
+            runs = f"no installed adapter ({', '.join(adapters)}) takes it"
+        elif held:
+            runs = f"{held[0].describe()} adapts such objects but is {held[0].status}: {held[0].reason}"
+            runs += _how_to_load(held[0], held[0].name)
+        else:
+            runs = f"no installed plugin adapts such objects: {CALLBACK_HINT}"
         raise PluginError(
             f"{what} has hook methods ({', '.join(hooks[:3])}{', ...' if len(hooks) > 3 else ''}) but no "
             f"@surge.hookimpl handler, so nothing would call them; {runs}. A Surge plugin marks methods named after "
@@ -426,9 +430,9 @@ def module_plugins(
     for name in dict.fromkeys(defined):
         record = claims.get(name)
         if record is None:
-            held = [r for r in catalog.records.values() if r.distribution == LIGHTNING and r.plugin is None]
+            held = [r for r in catalog.records.values() if r.name == LIGHTNING_PLUGINS["module_hooks"] and not r.plugin]
             why = (
-                f"{held[0].describe()} runs it but is {held[0].status}: {held[0].reason}"
+                f"{held[0].describe()} runs it but is {held[0].status}: {held[0].reason}{_how_to_load(held[0], held[0].name)}"
                 if held
                 else f"`pip install {LIGHTNING}` runs it"
             )
