@@ -9,6 +9,9 @@ checkpoints Lightning wrote (``surge.checkpoint.load`` reads them). Its plugins 
 """
 
 from surge_lightning import pytorch
+from surge_lightning._rank import follow_rank
 from surge_lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
 
 __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "pytorch", "seed_everything"]
+
+follow_rank()  # lightning_utilities' rank_zero_only.rank, as `import lightning` sets it
