@@ -145,3 +145,24 @@ def test_trainer_model_and_the_datamodules_trainer(tmp_path: Path) -> None:
         trainer.fit(model, datamodule=dm)
         assert dm.trainer is trainer, framework.__name__
         assert trainer.model is model, framework.__name__
+
+
+def test_lightning_1x_argparse_helpers_build_the_trainer(tmp_path: Path) -> None:
+    """A Lightning 1.x program's ``main``: ``Trainer.add_argparse_args(parser)``, the model's own arguments beside,
+    ``Trainer.from_argparse_args(args)`` (Lightning 2 removed all three; Lightning 1.x semantics)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--learning_rate", type=float, default=0.1)  # the model's add_model_specific_args
+    parser = spl.Trainer.add_argparse_args(parser)
+    args = parser.parse_args(
+        ["--max_epochs", "2", "--limit_train_batches", "0.5", "--gpus", "None", "--learning_rate", "0.3",
+         "--enable_progress_bar", "false", "--default_root_dir", str(tmp_path)]
+    )
+    assert (args.max_epochs, args.limit_train_batches, args.gpus, args.enable_progress_bar) == (2, 0.5, None, False)
+    trainer = spl.Trainer.from_argparse_args(args, logger=False, enable_checkpointing=False)
+    assert (trainer.max_epochs, trainer.config.limit_train_batches, trainer.config.enable_progress_bar) == (2, 0.5, False)
+    trainer.fit(_module(spl.LightningModule), _loader())
+    assert trainer.global_step == 4  # half of 4 batches, two epochs
+    with pytest.raises(surge.ConfigError, match="refresh_rate"):
+        spl.Trainer.from_argparse_args({"progress_bar_refresh_rate": "fast"})

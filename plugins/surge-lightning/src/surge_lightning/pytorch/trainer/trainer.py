@@ -9,6 +9,7 @@ from typing import Any
 
 import surge
 
+from surge_lightning import _argparse
 from surge_lightning._rank import follow_rank
 
 __all__ = ["Trainer"]
@@ -27,7 +28,25 @@ class Trainer(surge.Trainer):
       why, as Lightning's fit loop does (``surge.Trainer`` refuses it, saying how to train further).
     * ``lightning_utilities``' ``rank_zero_only.rank`` follows the Trainer's global rank, as ``import lightning``
       sets it (torchmetrics and many projects' loggers read it).
+    * **Lightning 1.x's argparse helpers** (Lightning 2 removed them): :meth:`add_argparse_args`,
+      :meth:`from_argparse_args`, :meth:`parse_argparser`.
     """
+
+    @classmethod
+    def add_argparse_args(cls, parent_parser: Any, **kwargs: Any) -> Any:
+        """Lightning 1.x: add ``--<argument>`` for every Trainer argument (1.x's too) to ``parent_parser``."""
+        return _argparse.add_argparse_args(parent_parser, **kwargs)
+
+    @classmethod
+    def parse_argparser(cls, arg_parser: Any) -> Any:
+        """Lightning 1.x: parse the command line with ``arg_parser`` (values as :meth:`add_argparse_args` reads them)."""
+        return arg_parser.parse_args()
+
+    @classmethod
+    def from_argparse_args(cls, args: Any, **kwargs: Any) -> Trainer:
+        """Lightning 1.x: a Trainer from a parsed namespace (or a parser, or a dict): every Trainer argument in it
+        that is not at its default, then ``kwargs``; other entries (the model's) are left out."""
+        return cls(**_argparse.arguments_of(args, **kwargs))
 
     def __init__(self, **options: Any) -> None:
         if options.get("logger", None) in (None, True) and not _logs_nothing(options):
