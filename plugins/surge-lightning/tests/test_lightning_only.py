@@ -40,7 +40,9 @@ def _module(base: type) -> Any:
             x, y = batch
             loss = nn.functional.mse_loss(self.net(x), y)
             self.log("loss", loss)
-            if batch_idx == 0 and hasattr(self.logger, "experiment"):  # the GAN and autoencoder tutorials' image logging
+            if batch_idx == 0 and hasattr(
+                self.logger, "experiment"
+            ):  # the GAN and autoencoder tutorials' image logging
                 self.logger.experiment.add_image("weights", self.net.weight.detach()[None], self.global_step)
                 self.images.append(type(self.logger.experiment).__name__)
             return loss
@@ -65,7 +67,9 @@ def test_the_default_logger_is_lightnings_tensorboard_logger(tmp_path: Path) -> 
         trainer.fit(model, _loader())
         runs[name] = (type(trainer.logger).__name__, _versions(root), model.images, trainer.logger.version)
         assert list((root / "lightning_logs" / "version_0").glob("events.out.tfevents.*")), name
-    assert runs["surge"] == runs["lightning"] == ("TensorBoardLogger", ["lightning_logs/version_0"], ["SummaryWriter"], 0)
+    assert (
+        runs["surge"] == runs["lightning"] == ("TensorBoardLogger", ["lightning_logs/version_0"], ["SummaryWriter"], 0)
+    )
 
 
 def test_the_plain_surge_trainer_keeps_its_own_default(tmp_path: Path) -> None:
@@ -156,12 +160,28 @@ def test_lightning_1x_argparse_helpers_build_the_trainer(tmp_path: Path) -> None
     parser.add_argument("--learning_rate", type=float, default=0.1)  # the model's add_model_specific_args
     parser = spl.Trainer.add_argparse_args(parser)
     args = parser.parse_args(
-        ["--max_epochs", "2", "--limit_train_batches", "0.5", "--gpus", "None", "--learning_rate", "0.3",
-         "--enable_progress_bar", "false", "--default_root_dir", str(tmp_path)]
+        [
+            "--max_epochs",
+            "2",
+            "--limit_train_batches",
+            "0.5",
+            "--gpus",
+            "None",
+            "--learning_rate",
+            "0.3",
+            "--enable_progress_bar",
+            "false",
+            "--default_root_dir",
+            str(tmp_path),
+        ]
     )
     assert (args.max_epochs, args.limit_train_batches, args.gpus, args.enable_progress_bar) == (2, 0.5, None, False)
     trainer = spl.Trainer.from_argparse_args(args, logger=False, enable_checkpointing=False)
-    assert (trainer.max_epochs, trainer.config.limit_train_batches, trainer.config.enable_progress_bar) == (2, 0.5, False)
+    assert (trainer.max_epochs, trainer.config.limit_train_batches, trainer.config.enable_progress_bar) == (
+        2,
+        0.5,
+        False,
+    )
     trainer.fit(_module(spl.LightningModule), _loader())
     assert trainer.global_step == 4  # half of 4 batches, two epochs
     with pytest.raises(surge.ConfigError, match="refresh_rate"):
