@@ -186,3 +186,41 @@ def test_lightning_1x_argparse_helpers_build_the_trainer(tmp_path: Path) -> None
     assert trainer.global_step == 4  # half of 4 batches, two epochs
     with pytest.raises(surge.ConfigError, match="refresh_rate"):
         spl.Trainer.from_argparse_args({"progress_bar_refresh_rate": "fast"})
+
+
+@pytest.mark.parametrize("interval", ["batch", "epoch", "batch_and_epoch"])
+@pytest.mark.parametrize("loaders", [1, 2])
+def test_a_prediction_writer_is_called_as_lightning_calls_it(tmp_path: Path, interval: str, loaders: int) -> None:
+    calls: dict[str, list[Any]] = {}
+    for framework, base in ((pl, pl.LightningModule), (spl, spl.LightningModule)):
+        seen: list[Any] = []
+
+        class Writer(framework.callbacks.BasePredictionWriter):  # type: ignore[misc, name-defined]
+            def write_on_batch_end(
+                self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx
+            ):  # type: ignore[no-untyped-def]
+                seen.append(("batch", prediction.tolist(), list(batch_indices), batch_idx, dataloader_idx))
+
+            def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices):  # type: ignore[no-untyped-def]
+                flat = predictions if loaders == 1 else [p for per in predictions for p in per]
+                seen.append(("epoch", [p.tolist() for p in flat], batch_indices))
+
+        class Model(base):  # type: ignore[misc, valid-type]
+            def __init__(self) -> None:
+                super().__init__()
+                self.net = nn.Linear(4, 1)
+
+            def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
+                return self.net(batch[0]).round(decimals=3)
+
+        torch.manual_seed(0)
+        model = Model()
+        trainer = framework.Trainer(logger=False, default_root_dir=tmp_path, callbacks=[Writer(interval)], **QUIET)
+        predictions = trainer.predict(model, [_loader() for _ in range(loaders)])
+        calls[framework.__name__] = [seen, len(predictions)]
+    assert calls["surge_lightning.pytorch"] == calls["lightning.pytorch"]
+
+
+def test_a_prediction_writer_with_an_unknown_interval_is_refused() -> None:
+    with pytest.raises(surge.ConfigError, match="write_interval"):
+        spl.callbacks.BasePredictionWriter("step")
