@@ -199,11 +199,11 @@ def test_a_prediction_writer_is_called_as_lightning_calls_it(tmp_path: Path, int
             def write_on_batch_end(
                 self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx
             ):  # type: ignore[no-untyped-def]
-                seen.append(("batch", prediction.tolist(), list(batch_indices), batch_idx, dataloader_idx))
+                seen.append(("batch", prediction.tolist(), list(batch_indices), batch_idx, dataloader_idx))  # noqa: B023
 
             def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices):  # type: ignore[no-untyped-def]
                 flat = predictions if loaders == 1 else [p for per in predictions for p in per]
-                seen.append(("epoch", [p.tolist() for p in flat], batch_indices))
+                seen.append(("epoch", [p.tolist() for p in flat], batch_indices))  # noqa: B023
 
         class Model(base):  # type: ignore[misc, valid-type]
             def __init__(self) -> None:

@@ -73,7 +73,10 @@ class BasePredictionWriter(Callback):
     def on_predict_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if self.interval == "batch":
             return
-        predictions, indices = self._predictions, [i[: len(p)] for i, p in zip(self._indices, self._predictions)]
+        predictions, indices = (
+            self._predictions,
+            [i[: len(p)] for i, p in zip(self._indices, self._predictions, strict=True)],
+        )
         # as Lightning: the one loader's predictions as the list itself, the indices always a list per loader
         self.write_on_epoch_end(trainer, pl_module, predictions[0] if len(predictions) == 1 else predictions, indices)
         self._predictions = []
