@@ -224,3 +224,25 @@ def test_a_prediction_writer_is_called_as_lightning_calls_it(tmp_path: Path, int
 def test_a_prediction_writer_with_an_unknown_interval_is_refused() -> None:
     with pytest.raises(surge.ConfigError, match="write_interval"):
         spl.callbacks.BasePredictionWriter("step")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda f: f.callbacks.TQDMProgressBar(refresh_rate=2),
+        lambda f: f.callbacks.RichProgressBar(leave=True),
+        lambda f: f.callbacks.ModelSummary(max_depth=-1),
+        lambda f: f.callbacks.RichModelSummary(max_depth=2),
+    ],
+    ids=["TQDMProgressBar", "RichProgressBar", "ModelSummary", "RichModelSummary"],
+)
+def test_a_progress_bar_or_model_summary_passed_in_replaces_the_default_one(tmp_path: Path, make: Any) -> None:
+    seen = {}
+    for framework, base in ((pl, pl.LightningModule), (spl, spl.LightningModule)):
+        passed = make(framework)
+        trainer = framework.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, callbacks=[passed])
+        trainer.fit(_module(base), _loader())
+        role = "Progress" if "Progress" in type(passed).__name__ else "Summary"
+        seen[framework.__name__] = [type(c).__name__ for c in trainer.callbacks if role in type(c).__name__]
+        assert any(c is passed for c in trainer.callbacks), framework.__name__
+    assert seen["surge_lightning.pytorch"] == seen["lightning.pytorch"]

@@ -14,6 +14,11 @@ _MODULES = {
     "Timer": "timer",
     "GradientAccumulationScheduler": "gradient_accumulation_scheduler",
     "DeviceStatsMonitor": "device_stats_monitor",
+    "ModelSummary": "model_summary",
+    "RichModelSummary": "rich_model_summary",
+    "TQDMProgressBar": "progress",
+    "RichProgressBar": "progress",
+    "ProgressBar": "progress",
 }
 """Each callback of a plugin distribution -> the module of this package (Lightning's) that serves it."""
 
