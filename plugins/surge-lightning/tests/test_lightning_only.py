@@ -246,3 +246,20 @@ def test_a_progress_bar_or_model_summary_passed_in_replaces_the_default_one(tmp_
         seen[framework.__name__] = [type(c).__name__ for c in trainer.callbacks if role in type(c).__name__]
         assert any(c is passed for c in trainer.callbacks), framework.__name__
     assert seen["surge_lightning.pytorch"] == seen["lightning.pytorch"]
+
+
+def test_checkpoint_callback_under_fast_dev_run_is_the_idle_default(tmp_path: Path) -> None:
+    seen = {}
+    for framework, base in ((pl, pl.LightningModule), (spl, spl.LightningModule)):
+        trainer = framework.Trainer(fast_dev_run=True, default_root_dir=tmp_path / framework.__name__)
+        trainer.fit(_module(base), _loader())
+        callback = trainer.checkpoint_callback
+        seen[framework.__name__] = (
+            type(callback).__name__,
+            callback.best_model_path,
+            len(trainer.checkpoint_callbacks),
+        )
+        assert not list((tmp_path / framework.__name__).rglob("*.ckpt"))
+        off = framework.Trainer(fast_dev_run=True, enable_checkpointing=False, default_root_dir=tmp_path)
+        assert off.checkpoint_callback is None
+    assert seen["surge_lightning.pytorch"] == seen["lightning.pytorch"] == ("ModelCheckpoint", "", 1)

@@ -54,6 +54,20 @@ class Trainer(surge.Trainer):
         super().__init__(**options)
         follow_rank(self.global_rank)
         self._fit_finished: str | None = None  # why the last fit finished, while no later fit ran
+        self._idle_checkpoint: Any = None  # fast_dev_run's ModelCheckpoint: present, as Lightning's, saving nothing
+
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        """As Lightning: under ``fast_dev_run`` (which saves no checkpoint) the default ``ModelCheckpoint`` is still
+        there, idle (``best_model_path`` empty), unless ``enable_checkpointing=False``."""
+        found = super().checkpoint_callbacks
+        if found or not (self.fast_dev_run and self.config.enable_checkpointing):
+            return found
+        if self._idle_checkpoint is None:
+            from surge_lightning.pytorch.callbacks import ModelCheckpoint
+
+            self._idle_checkpoint = ModelCheckpoint()
+        return [self._idle_checkpoint]
 
     def fit(
         self,
