@@ -645,6 +645,7 @@ def test_overriding_with_the_default_behaviour_changes_nothing(
     args = _combination(accumulate, clip, precision, hooks)
     args["options"] = {**args["options"], "scale": {2: 1e8} if precision == "16-mixed" else {}}
     hooked, inlined = run("surge", mixins, **args), run("surge", (), **args)
+    assert {call[0] for call in hooked.calls} >= hooks  # every override was called
     assert_same_weights(inlined, hooked)
     assert hooked.trainer_.global_step == inlined.trainer_.global_step
     assert without(hooked, *OPTIMIZATION) == inlined.calls
