@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import math
 import os
@@ -25,13 +27,14 @@ from surge.engine._metrics import MetricStore, to_host
 from surge.engine._module_hooks import ModuleHooks
 from surge.engine._resume import OpenBatch, ResumePoint
 from surge.engine._storage import RunDirectory
-from surge.engine.module import DataModule, Module, overrides
+from surge.engine.module import DataModule, Module, check_step_signatures, overrides
 from surge.engine.state import Interrupted, TrainerState
 from surge.errors import CheckpointSaveError, ConfigError, SurgeError
 from surge.events.bus import Bus, Subscriber, Tier
 from surge.events.run import Run, RunView
 from surge.plugins import discover
 from surge.plugins.arguments import translate_arguments
+from surge.plugins.backends import Precision
 from surge.plugins.lab import resolve as resolve_lab
 from surge.plugins.selection import (
     activate,
@@ -203,6 +206,8 @@ class Trainer:
         self._checkpoint_requests: list[tuple[Callable[[Run], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.engine.loops)
+        self._overridden: frozenset[str] = frozenset()  # the Module's overridden steps, read once per run (loops)
+        self._batch_steps: dict[str, Callable[..., Any]] = {}  # the batch-transfer steps overridden, by name
         if self._bus.init_end:
             self._bus.init_end(ev.InitEnd(self.view))
 
@@ -727,6 +732,11 @@ class Trainer:
             raise ConfigError(
                 [("trainer.accumulate_grad_batches", "must be 1 with manual optimization; accumulate in training_step")]
             )
+        check_step_signatures(model, datamodule)
+        if stage == "fit" and overrides(model, Module, "backward") and not _takes_backward_fn(self.precision_plugin):
+            raise SurgeError(
+                _old_precision_backward(self.precision_plugin, f"{type(model).__name__} overrides backward")
+            )
         if stage != "predict":  # hyper-parameters a checkpoint or a logger cannot hold: refused before the run dir
             check_hparams({"hparams": model.hparams, "datamodule.hparams": getattr(datamodule, "hparams", {})})
         return model
@@ -908,6 +918,18 @@ class Trainer:
         if bus.after_backward:
             bus.after_backward(ev.AfterBackward(self.view, loss))
 
+    def _backward_through_module(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """:meth:`_backward` calling the Module's ``backward(loss, *args, **kwargs)`` on the loss the precision
+        plugin scaled: for a Module that overrides it, and for ``manual_backward(loss, *args, **kwargs)``."""
+        bus, module, precision = self._bus, self.module, self.precision_plugin
+        if not _takes_backward_fn(precision):
+            raise SurgeError(_old_precision_backward(precision, "the Module's backward is to be called"))
+        if bus.before_backward:
+            bus.before_backward(ev.BeforeBackward(self.view, loss))
+        precision.backward(loss, lambda scaled: module.backward(scaled, *args, **kwargs))
+        if bus.after_backward:
+            bus.after_backward(ev.AfterBackward(self.view, loss))
+
     # -- checkpoints --------------------------------------------------------------------------------
     def plugin_set(self) -> list[dict[str, Any]]:
         """The active plugins: name, distribution, version, tier, the file its module was imported from
@@ -1005,6 +1027,32 @@ def _datamodule_in_loaders(stage: str, datamodule: DataModule | None, loaders: d
                 )
             datamodule, loaders[kind] = value, None
     return datamodule
+
+
+def _takes_backward_fn(precision: Precision) -> bool:
+    """Whether ``precision.backward`` takes the ``backward_fn`` that calls the Module's ``backward`` (a precision
+    plugin written before it existed takes the loss only)."""
+    return _backward_takes_fn(getattr(type(precision), "backward", None))
+
+
+@functools.cache
+def _backward_takes_fn(backward: Any) -> bool:
+    try:
+        inspect.signature(backward).bind(None, None, None)  # self, loss, backward_fn
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read
+        return True
+    return True
+
+
+def _old_precision_backward(precision: Precision, why: str) -> str:
+    cls = type(precision)
+    return (
+        f"{why}, but the precision plugin {cls.__module__}.{cls.__qualname__} defines backward(loss) without the "
+        "backward_fn parameter (surge.Precision.backward(loss, backward_fn=None)) through which the loss it scaled "
+        "reaches the Module's backward; update the plugin, or remove the Module's backward override"
+    )
 
 
 def _parse_optimizers(result: Any, manual: bool = False) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:

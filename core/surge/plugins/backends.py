@@ -101,13 +101,22 @@ class Precision:
     def autocast(self, device: torch.device) -> contextlib.AbstractContextManager[Any]:
         return _NO_AUTOCAST  # reusable and stateless: no object built per step
 
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
+    def backward(self, loss: torch.Tensor, backward_fn: Callable[[torch.Tensor], None] | None = None) -> None:
+        """Compute the gradients of ``loss``. ``backward_fn``, when given, does the backward pass itself (it is
+        the Module's overridden ``backward``, or ``manual_backward``'s extra arguments): a precision that scales
+        the loss passes the scaled loss to it instead of calling ``.backward()``."""
+        if backward_fn is None:
+            loss.backward()
+        else:
+            backward_fn(loss)
 
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
         """Make gradients true-scale before clipping (a scaler divides here)."""
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None) -> Any:
+        """Update the weights. ``closure``, when given, computes the gradients and must run before the update:
+        the base class passes it to ``optimizer.step`` (which calls it, as ``LBFGS`` does, several times); a
+        precision that cannot do that (a gradient scaler) calls it first, once."""
         return optimizer.step(closure) if closure is not None else optimizer.step()
 
     def state_dict(self) -> dict[str, Any]:
