@@ -91,6 +91,10 @@ class MetricStore:
         self.writer: Callable[[dict[str, torch.Tensor], str, int | None], None] | None = None
         """Called with :attr:`pending`, the stage and the step (``None``: the global step) at each write (the
         Trainer emits ``log_metrics``)."""
+        self.late: bool | None = None
+        """Between a training step's publication (:meth:`end_train_step`) and the next batch: whether that step is
+        written. Set, a value logged now (by a ``train_batch_end`` handler) belongs to that step and is published
+        at once, as Lightning's are; ``None`` otherwise."""
 
     def record(
         self,
@@ -148,6 +152,8 @@ class MetricStore:
             cache = getattr(metric, "_forward_cache", None)
             if on_step and isinstance(cache, torch.Tensor):
                 self._step[name] = (cache.detach(), meta)
+                if self.late is not None:
+                    self.end_step(self.late, flush=False)
             return
         if on_step:
             self._step[name] = (tensor, meta)
@@ -161,6 +167,8 @@ class MetricStore:
             entry[0].values.append(tensor)
             entry[0].weights.append(batch_size if batch_size is not None else self._current_batch_size())
             self._appended.append(entry[0])
+        if self.late is not None and on_step:  # after the step's publication: into that step's values and row
+            self.end_step(self.late, flush=False)
 
     def _current_batch_size(self) -> int:
         if self.batch_size is None:
@@ -168,7 +176,7 @@ class MetricStore:
         return self.batch_size
 
     def new_batch(self, batch: Any) -> None:
-        self.batch, self.batch_size = batch, None
+        self.batch, self.batch_size, self.late = batch, None, None
         self._appended.clear()
 
     def rollback(self) -> None:
@@ -186,6 +194,14 @@ class MetricStore:
                 "epoch values include whatever it added (docs/resume.md, 'Not exact')",
                 ", ".join(kept),
             )
+
+    def end_train_step(self, write: bool) -> None:
+        """Publish a training step's values into the metric dicts, before its ``train_batch_end`` handlers read
+        them. What those handlers log joins the step's values (:attr:`late`); the step's row is written after
+        them (the loop calls :meth:`flush` when :attr:`pending` holds it), so it has both, as Lightning's."""
+        self.late = write
+        if self._step:
+            self.end_step(write, flush=False)
 
     def end_step(self, write: bool, flush: bool = True, step: int | None = None) -> None:
         """Publish this step's values into the metric dicts (``write``: also for the loggers; with ``flush``,
@@ -215,7 +231,8 @@ class MetricStore:
         (Lightning's return value of validate/test: ``logger=True`` values under their logged names).
         ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out in one write
         with them."""
-        self.end_step(write=True, flush=False)  # the last step's values go out in the epoch's write
+        self.late = None
+        self.end_step(write=True, flush=False)  # values logged per step outside any step: in the epoch's write
         reduced: dict[str, torch.Tensor] = {}
         for context, name in [key for key in self._epoch if key[0] == self.context]:
             acc, meta = self._epoch.pop((context, name))

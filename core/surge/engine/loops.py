@@ -168,12 +168,14 @@ def train_epoch(trainer: Trainer) -> None:
                     batches.skip(f"skipped by the stop requested in its train_batch_start: {state.stop_reason}")
                     break
             outputs = step(batch, batch_idx)
-            metrics.end_step(write=trainer.should_log)
+            metrics.end_train_step(trainer.should_log)  # into the metric dicts; values logged from now on join
             if kept is not None and (output := step_outputs(trainer, outputs)):
                 kept.append(output)
             batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
             if bus.train_batch_end:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
+            if metrics.pending:  # the step's row, with what the train_batch_end handlers logged
+                metrics.flush()
             if validation.due(batch_idx + 1):
                 _validate_during_fit(trainer)
             _boundary(trainer)
