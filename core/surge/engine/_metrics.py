@@ -37,6 +37,8 @@ class _Accumulator:
     weights: list[int] = field(default_factory=list)
     restored: bool = False
     """Restored from a checkpoint without its callable ``reduce_fx``: the next ``self.log`` supplies it."""
+    dataloader_idx: int | None = None
+    """The evaluation loader it was logged from, when there are several (``None``: none, or in ``*_epoch_end``)."""
 
     def reduce(self) -> torch.Tensor:
         fx = self.reduce_fx
@@ -78,7 +80,9 @@ class MetricStore:
         self._appended: list[_Accumulator] = []  # what this batch added to, so a failed batch can be taken back
         # torchmetrics objects logged, by (context, name); their state is theirs, so a failed batch's
         # update() cannot be taken back
-        self._objects: dict[tuple[str, str], tuple[Any, _Meta]] = {}
+        self._objects: dict[tuple[str, str], tuple[Any, _Meta, int | None]] = {}
+        self._owners: dict[tuple[str, str], int] = {}
+        """The loader of each name logged with ``add_dataloader_idx=False`` while several evaluation loaders run."""
         self._to_reset: list[Any] = []  # computed at an epoch's end, reset after its *_epoch_end handlers
         self.eval_steps: dict[int, int] = {}
         """Evaluation batches written per dataloader (Lightning's step of an evaluation's per-batch rows)."""
@@ -136,8 +140,12 @@ class MetricStore:
             raise SurgeError(
                 f"self.log({name!r}) got {type(value).__name__}; log a number, a tensor or a torchmetrics.Metric"
             )
-        if self.dataloader_idx is not None and add_dataloader_idx:
-            name = f"{name}/dataloader_idx_{self.dataloader_idx}"
+        loader = self.dataloader_idx
+        if loader is not None:
+            if add_dataloader_idx:
+                name = f"{name}/dataloader_idx_{loader}"
+            else:
+                self._claim(context, name, loader)
         flags = (on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
         try:
             meta = self._metas.get(flags)
@@ -148,7 +156,7 @@ class MetricStore:
         if metric is not None:
             # As in Lightning: per step its forward() result (none after a bare update()), per epoch its
             # compute() at the epoch's end, after which it is reset (end_epoch)
-            self._objects[(context, name)] = (metric, meta)
+            self._objects[(context, name)] = (metric, meta, loader)
             cache = getattr(metric, "_forward_cache", None)
             if on_step and isinstance(cache, torch.Tensor):
                 self._step[name] = (cache.detach(), meta)
@@ -160,7 +168,7 @@ class MetricStore:
         if on_epoch:
             entry = self._epoch.get((context, name))
             if entry is None:
-                entry = self._epoch[(context, name)] = (_Accumulator(reduce_fx), meta)
+                entry = self._epoch[(context, name)] = (_Accumulator(reduce_fx, dataloader_idx=loader), meta)
             elif entry[0].restored:
                 entry[0].reduce_fx, entry[0].restored = reduce_fx, False
                 entry = self._epoch[(context, name)] = (entry[0], meta)
@@ -169,6 +177,20 @@ class MetricStore:
             self._appended.append(entry[0])
         if self.late is not None and on_step:  # after the step's publication: into that step's values and row
             self.end_step(self.late, flush=False)
+
+    def _claim(self, context: str, name: str, loader: int) -> None:
+        """A name logged with ``add_dataloader_idx=False`` while several loaders run belongs to the one loader
+        that logs it (it goes into that loader's result dict); from a second loader it is refused, as Lightning
+        refuses it, rather than mixing the loaders' values under one name."""
+        owner = self._owners.setdefault((context, name), loader)
+        if owner != loader:
+            raise SurgeError(
+                f"self.log({name!r}, ..., add_dataloader_idx=False) during {context} on dataloader {loader}: "
+                f"dataloader {owner} logged {name!r} too, and one name cannot hold the values of several "
+                f"dataloaders (Lightning refuses it as well). Log one name per dataloader "
+                f"(f'{name}_{{dataloader_idx}}'), or leave add_dataloader_idx=True (the name gets "
+                f"'/dataloader_idx_N'); a value over every dataloader can be logged in on_{context}_epoch_end"
+            )
 
     def _current_batch_size(self) -> int:
         if self.batch_size is None:
@@ -226,25 +248,28 @@ class MetricStore:
         if write and flush:
             self._write(step)
 
-    def end_epoch(self, write: bool = True) -> dict[str, torch.Tensor]:
+    def end_epoch(self, write: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
         """Reduce the current context's epoch accumulators and publish them; returns what goes to the loggers
-        (Lightning's return value of validate/test: ``logger=True`` values under their logged names).
-        ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out in one write
-        with them."""
+        (Lightning's return value of validate/test: ``logger=True`` values under their logged names), each with
+        the evaluation loader it was logged from (``None``: no loader's, such as a value logged in
+        ``*_epoch_end``). ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out
+        in one write with them."""
         self.late = None
         self.end_step(write=True, flush=False)  # values logged per step outside any step: in the epoch's write
-        reduced: dict[str, torch.Tensor] = {}
+        reduced: dict[str, tuple[torch.Tensor, int | None]] = {}
         for context, name in [key for key in self._epoch if key[0] == self.context]:
             acc, meta = self._epoch.pop((context, name))
             value = acc.reduce()
             if meta.sync_dist:
                 value = self.reduce_across(value, acc.reduce_fx if isinstance(acc.reduce_fx, str) else "mean")
-            self._publish_epoch(name, value, meta, reduced)
+            self._publish_epoch(name, value, meta, reduced, acc.dataloader_idx)
         for context, name in [key for key in self._objects if key[0] == self.context]:
-            metric, meta = self._objects.pop((context, name))
+            metric, meta, loader = self._objects.pop((context, name))
             self._to_reset.append(metric)
             if meta.on_epoch:
-                self._publish_epoch(name, _computed(metric, name), meta, reduced)
+                self._publish_epoch(name, _computed(metric, name), meta, reduced, loader)
+        for key in [key for key in self._owners if key[0] == self.context]:
+            del self._owners[key]
         if write:
             for metric in self._to_reset:  # after the *_epoch_end handlers, which may still read them
                 metric.reset()
@@ -252,14 +277,22 @@ class MetricStore:
             self._write()
         return reduced
 
-    def _publish_epoch(self, name: str, value: torch.Tensor, meta: _Meta, logged: dict[str, torch.Tensor]) -> None:
+    def _publish_epoch(
+        self,
+        name: str,
+        value: torch.Tensor,
+        meta: _Meta,
+        logged: dict[str, tuple[torch.Tensor, int | None]],
+        loader: int | None,
+    ) -> None:
         key = _forked(name, "_epoch") if meta.on_step else name
         value = self._out(value)
         self.callback_metrics[name] = self.callback_metrics[key] = value
         if meta.prog_bar:
             self.progress_bar_metrics[key] = value
         if meta.logger:
-            self.logged_metrics[key] = self.pending[key] = logged[key] = value
+            self.logged_metrics[key] = self.pending[key] = value
+            logged[key] = (value, loader)
 
     def flush(self) -> None:
         """Write whatever is pending now."""
@@ -279,6 +312,7 @@ class MetricStore:
         self._step.clear()
         self._epoch.clear()
         self._objects.clear()
+        self._owners.clear()
         self._to_reset.clear()
         self.pending.clear()
         self.eval_steps.clear()
@@ -338,6 +372,8 @@ class MetricStore:
             del self._epoch[key]
         for key in [key for key in self._objects if key[0] == self.context]:
             self._objects.pop(key)[0].reset()
+        for owned in [key for key in self._owners if key[0] == self.context]:
+            del self._owners[owned]
 
     def _out(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.cpu() if self.move_to_cpu else tensor
