@@ -256,3 +256,41 @@ def test_the_online_probes_epoch_accuracy_counts_every_batch(tmp_path: Path) -> 
     assert ours["callback_metrics"]["probe_acc_epoch"] == pytest.approx(expected, abs=1e-6)
     epoch_rows = [values["probe_acc_epoch"] for _, _, values in ours["rows"] if "probe_acc_epoch" in values]
     assert epoch_rows[-1] == ours["callback_metrics"]["probe_acc_epoch"]
+
+
+class LogsTheHead(Callback):
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        pl_module.log("head", pl_module.head.weight.sum(), on_step=True, on_epoch=True)
+
+
+class SaveAt:
+    """Saves a checkpoint in ``train_batch_end`` at one step: before the step's row is written."""
+
+    def __init__(self, step: int, path: str) -> None:
+        self.step, self.path = step, path
+
+    @surge.hookimpl
+    def train_batch_end(self, event: Any) -> None:
+        if event.trainer.global_step == self.step:
+            event.trainer.save_checkpoint(self.path)
+
+
+def test_a_fit_resumed_from_a_checkpoint_saved_in_train_batch_end_has_the_uninterrupted_rows(tmp_path: Path) -> None:
+    """The step's row is written after its ``train_batch_end`` handlers, so a checkpoint saved by one of them
+    predates it: the resumed run writes it (after the rows it copies from the checkpoint's run), once, with
+    what the handlers logged, and its ``metrics.csv`` is the uninterrupted run's (docs/resume.md)."""
+
+    def fit(root: Path, callbacks: list[Any], ckpt_path: str | None = None) -> list[Row]:
+        surge.seed_everything(0)
+        trainer = surge.Trainer(
+            default_root_dir=str(root), callbacks=callbacks, log_every_n_steps=1, **quiet_trainer_args(logger=True), **FIT
+        )
+        trainer.fit(encoder_model(surge.Module), loader(), loader(), ckpt_path=ckpt_path)
+        return rows_of(read_metrics(trainer.run_dir))  # type: ignore[arg-type]
+
+    path = str(tmp_path / "step4.ckpt")
+    uninterrupted = fit(tmp_path / "saves", [LogsTheHead(), SaveAt(4, path)])
+    (row,) = [values for step, _, values in uninterrupted if step == 4]
+    assert set(row) == {"train_loss_step", "head_step"}  # the row of the step the checkpoint was saved in
+    resumed = fit(tmp_path / "resumed", [LogsTheHead()], ckpt_path=path)
+    assert resumed == uninterrupted

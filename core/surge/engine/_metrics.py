@@ -343,10 +343,10 @@ class MetricStore:
             "logged": dict(self.logged_metrics),
             "progress_bar": dict(self.progress_bar_metrics),
         }
-        # after a training step's publication the pending values are that step's row, which this process writes
-        # once the step's train_batch_end handlers (one of which is saving now) are done: not the resumed run's
-        pending = {} if self.late is not None else dict(self.pending)
-        return {"epoch": epoch, "pending": pending, "published": published}
+        # saved by a train_batch_end handler, the pending values are the step's row, written after those
+        # handlers: the checkpoint predates it, so the resumed run writes it (a file continued from the
+        # checkpoint's rows, as the CSV logger's, then has it once)
+        return {"epoch": epoch, "pending": dict(self.pending), "published": published}
 
     def load_state_dict(self, state: Mapping[str, Any], device: torch.device) -> None:
         for entry in state.get("epoch", []):
