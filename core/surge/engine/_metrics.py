@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from loguru import logger
 
-from surge.errors import SurgeError
+from surge.errors import LoggedValueError, SurgeError
 
 ReduceFx = str | Callable[[torch.Tensor], torch.Tensor]
 _REDUCERS = ("mean", "sum", "max", "min")
@@ -127,17 +127,21 @@ class MetricStore:
         metric = None
         if isinstance(value, torch.Tensor):
             tensor = value.detach()
+            if tensor.dim():  # one element of any shape is that number, as Lightning squeezes it; more is refused
+                if tensor.numel() != 1:
+                    raise _not_scalar(name, tensor)
+                tensor = tensor.reshape(())
         elif isinstance(value, (int, float, bool)):
             tensor = torch.tensor(float(value))
         elif hasattr(value, "items"):
-            raise SurgeError(
+            raise LoggedValueError(
                 f"self.log({name!r}) got a {type(value).__name__}; log a mapping or a MetricCollection with "
                 "self.log_dict(...)"
             )
         elif _is_metric(value):  # a torchmetrics.Metric: it accumulates and syncs across processes itself
             metric, sync_dist = value, False
         else:
-            raise SurgeError(
+            raise LoggedValueError(
                 f"self.log({name!r}) got {type(value).__name__}; log a number, a tensor or a torchmetrics.Metric"
             )
         loader = self.dataloader_idx
@@ -382,6 +386,16 @@ class MetricStore:
         return tensor.cpu() if self.move_to_cpu else tensor
 
 
+def _not_scalar(name: str, tensor: torch.Tensor) -> LoggedValueError:
+    shape = tuple(tensor.shape)
+    return LoggedValueError(
+        f"self.log({name!r}, <tensor of shape {shape}>): a logged value is one number, and this tensor has "
+        f"{tensor.numel()} elements (loggers write scalars; Lightning refuses it too). Log a scalar, such as "
+        f"its .mean() or .sum(), or one key per element: self.log_dict({{f'{name}_{{i}}': v for i, v in "
+        "enumerate(tensor.flatten())})"
+    )
+
+
 def _forked(name: str, suffix: str) -> str:
     """``name`` with ``_step``/``_epoch`` before its dataloader suffix, as Lightning names it: ``loss_epoch/dataloader_idx_1``."""
     base, sep, index = name.partition("/dataloader_idx_")
@@ -405,8 +419,9 @@ def _computed(metric: Any, name: str) -> torch.Tensor:
 
 def to_host(values: Mapping[str, Any]) -> dict[str, float]:
     """Scalars as Python floats, with one device-to-host copy per (device, dtype) group rather than one per
-    value. Python numbers pass through; tensors with more than one element are left out (loggers write
-    scalars; the full tensor stays in ``trainer.callback_metrics``)."""
+    value. Python numbers pass through; tensors with more than one element (``self.log`` refuses them; a
+    torchmetrics object's ``compute()`` or a plugin's ``trainer.log_metrics`` may give one) are left out:
+    loggers write scalars, and the full tensor stays in ``trainer.callback_metrics``."""
     out: dict[str, float] = {}
     groups: dict[tuple[torch.device, torch.dtype], list[tuple[str, torch.Tensor]]] = {}
     for name, value in values.items():

@@ -230,7 +230,9 @@ class Module(nn.Module):
         add_dataloader_idx: bool = True,
     ) -> None:
         """Record a metric. In training it is logged per step by default, elsewhere per epoch (the mean,
-        weighted by batch size). Values stay on their device; nothing here waits for the device.
+        weighted by batch size). Values stay on their device; nothing here waits for the device. A value is one
+        number: a tensor of more than one element raises :class:`~surge.errors.LoggedValueError` (a one-element
+        tensor of any shape is its number, as in Lightning).
 
         ``value`` may be a torchmetrics ``Metric`` (updated by the step, as in Lightning): per step its
         forward result is logged, per epoch its ``compute()``, after which it is ``reset()``; ``reduce_fx``
