@@ -239,7 +239,9 @@ class TinyModule(surge.Module):
 
     def __init__(self, in_features: int = 8, hidden: int = 16, lr: float = 0.05) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        # by name: a subclass's own __init__ arguments (save_hyperparameters() would record the whole
+        # constructor chain, as Lightning's does) stay out unless the subclass saves them
+        self.save_hyperparameters("in_features", "hidden", "lr")
         self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.Tanh(), nn.Linear(hidden, 1))
         self.lr = lr
 

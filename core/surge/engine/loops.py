@@ -173,10 +173,12 @@ def train_epoch(trainer: Trainer) -> None:
                     batches.skip(f"skipped by the stop requested in its train_batch_start: {state.stop_reason}")
                     break
             outputs = step(batch, batch_idx)
-            metrics.end_step(write=trainer.should_log)
+            metrics.end_train_step(trainer.should_log)  # into the metric dicts; values logged from now on join
             batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
             if bus.train_batch_end:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
+            if metrics.pending:  # the step's row, with what the train_batch_end handlers logged
+                metrics.flush()
             if validation.due(batch_idx + 1):
                 _validate_during_fit(trainer)
             _boundary(trainer)
@@ -929,7 +931,7 @@ def _batch_only(step: Any) -> Any:
     return call
 
 
-def _publish(trainer: Trainer, write: bool = True) -> dict[str, torch.Tensor]:
+def _publish(trainer: Trainer, write: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
     """Reduce what was logged in this evaluation pass; the sanity check's values are dropped."""
     if trainer.state.sanity_checking:
         trainer._metrics.discard()
@@ -937,17 +939,16 @@ def _publish(trainer: Trainer, write: bool = True) -> dict[str, torch.Tensor]:
     return trainer._metrics.end_epoch(write)
 
 
-def _per_loader(results: dict[str, torch.Tensor], count: int) -> list[dict[str, Any]]:
-    """Lightning's return value of validate/test: one dict per loader, shared metrics in each (a float
-    per scalar metric, a list for a tensor-valued one)."""
-    per_loader: list[dict[str, Any]] = []
-    for idx in range(count):
-        suffix = f"/dataloader_idx_{idx}"
-        per_loader.append(
-            {
-                key: float(value.item()) if value.numel() == 1 else value.tolist()
-                for key, value in results.items()
-                if "/dataloader_idx_" not in key or key.endswith(suffix)
-            }
-        )
-    return per_loader
+def _per_loader(results: dict[str, tuple[torch.Tensor, int | None]], count: int) -> list[dict[str, Any]]:
+    """Lightning's return value of validate/test: one dict per loader, as Lightning's result collection
+    decides: dict *i* holds what was logged while loader *i* ran (under whatever name), and every dict holds
+    what was logged outside the loaders' batches (``*_epoch_end``). A float per scalar metric, a list for a
+    tensor-valued one."""
+    return [
+        {
+            key: float(value.item()) if value.numel() == 1 else value.tolist()
+            for key, (value, loader) in results.items()
+            if loader is None or loader == idx
+        }
+        for idx in range(count)
+    ]

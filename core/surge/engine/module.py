@@ -36,30 +36,41 @@ class HParams(dict):  # type: ignore[type-arg]
         self[name] = value
 
 
-def _capture_init_args(obj: object, ignore: Sequence[str], frame_depth: int = 2) -> HParams:
+def _capture_init_args(obj: object, ignore: Sequence[str]) -> HParams:
+    """The arguments of ``obj``'s constructor chain, as Lightning collects them: every ``__init__`` frame of
+    ``obj`` on the stack (a base class's that calls ``save_hyperparameters``, the subclass's that called it
+    through ``super().__init__(...)``, ...), each read through its own signature, ``**kwargs`` merged in and
+    ``*args`` left out; an outer (subclass) frame's value wins. The values are the arguments' current ones."""
+    chain: list[dict[str, Any]] = []
     frame = inspect.currentframe()
-    for _ in range(frame_depth):
-        assert frame is not None
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__init__" and code.co_argcount and frame.f_locals.get(code.co_varnames[0]) is obj:
+            chain.append(_frame_arguments(frame))
         frame = frame.f_back
-    assert frame is not None
-    params = inspect.signature(type(obj).__init__).parameters
-    local = frame.f_locals
     found = HParams()
-    for name, param in params.items():
-        if name == "self" or name in ignore:
-            continue
-        if param.kind == param.VAR_KEYWORD:
-            found.update(local.get(name, {}))
-        elif param.kind != param.VAR_POSITIONAL and name in local:
-            found[name] = local[name]
+    for arguments in chain:  # innermost first: the subclass's values win
+        found.update((name, value) for name, value in arguments.items() if name not in ignore)
     return found
+
+
+def _frame_arguments(frame: Any) -> dict[str, Any]:
+    """The named arguments of the call running in ``frame`` (less the first, ``self``), with the items of its
+    ``**kwargs``."""
+    code, local = frame.f_code, frame.f_locals
+    count = code.co_argcount + code.co_kwonlyargcount
+    arguments = {name: local[name] for name in code.co_varnames[1:count] if name in local}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        kwargs = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        arguments.update(local.get(kwargs) or {})
+    return arguments
 
 
 def _save_hyperparameters(
     obj: Module | DataModule, args: tuple[Any, ...], ignore: Sequence[str] | str | None, log: bool
 ) -> None:
-    """``save_hyperparameters`` of a Module or DataModule, as Lightning's; called from their ``__init__``, which
-    is three frames up from :func:`_capture_init_args`."""
+    """``save_hyperparameters`` of a Module or DataModule, as Lightning's; called from their ``__init__`` (or a base
+    class's)."""
     where = f"{type(obj).__name__}.save_hyperparameters"
     obj._log_hyperparams = log
     ignored = [ignore] if isinstance(ignore, str) else list(ignore or ())
@@ -76,7 +87,7 @@ def _save_hyperparameters(
             f"{where}: got {len(given)} dicts or Namespaces; pass one (its items become the hyper-parameters), or "
             "names of __init__ arguments"
         )
-    captured = _capture_init_args(obj, ignored, frame_depth=3)
+    captured = _capture_init_args(obj, ignored)
     if given:
         (container,) = given
         values = dict(vars(container) if isinstance(container, Namespace) else container)
@@ -220,7 +231,9 @@ class Module(nn.Module):
         add_dataloader_idx: bool = True,
     ) -> None:
         """Record a metric. In training it is logged per step by default, elsewhere per epoch (the mean,
-        weighted by batch size). Values stay on their device; nothing here waits for the device.
+        weighted by batch size). Values stay on their device; nothing here waits for the device. A value is one
+        number: a tensor of more than one element raises :class:`~surge.errors.LoggedValueError` (a one-element
+        tensor of any shape is its number, as in Lightning).
 
         ``value`` may be a torchmetrics ``Metric`` (updated by the step, as in Lightning): per step its
         forward result is logged, per epoch its ``compute()``, after which it is ``reset()``; ``reduce_fx``
@@ -481,7 +494,10 @@ class Module(nn.Module):
     def save_hyperparameters(self, *args: Any, ignore: Sequence[str] | str | None = None, logger: bool = True) -> None:
         """Store hyper-parameters in ``self.hparams`` (call it from ``__init__``), as Lightning's: the arguments of
         ``__init__`` (all of them, or the ones named: ``save_hyperparameters("lr", "hidden")``), or the items of a
-        dict or ``argparse.Namespace`` (``save_hyperparameters(config)``), less the names in ``ignore``.
+        dict or ``argparse.Namespace`` (``save_hyperparameters(config)``), less the names in ``ignore`` (also
+        removed from what an earlier call saved). Called in a base class's ``__init__``, "the arguments" are those
+        of the whole constructor chain: every ``__init__`` of this object running, a subclass's value winning,
+        ``**kwargs`` merged in and ``*args`` left out.
         ``logger=False`` keeps them from the loggers (they are still saved in checkpoints). When the dict or
         Namespace is an argument of ``__init__``, ``load_from_checkpoint`` passes the saved values back through
         that argument (as a dict), as Lightning's; otherwise it passes those that are arguments of ``__init__``.
