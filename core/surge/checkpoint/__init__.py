@@ -60,8 +60,11 @@ import os
 import pickle
 import posixpath
 import re
+import tempfile
+import threading
 import uuid
-from collections.abc import Iterable, Mapping
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any, cast
 
 import fsspec
@@ -109,6 +112,8 @@ from_lightning = _lightning.from_lightning
 
 _TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.surge-tmp$")
 _CHUNK = 1 << 20
+_STREAM_CHUNK = 8 << 20
+_FOLLOW = hasattr(os, "preadv")  # reads from object stores: fewer, larger requests
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -155,17 +160,22 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
     try:
         data_tmp = _temp_path(directory, name)
         temps.append(data_tmp)
-        with open(data_tmp, "xb") as f:
-            writer = _HashingWriter(f)
+        with open(data_tmp, "x+b", buffering=0) as f:  # "+": the hash reads it back
+            # On the main thread a helper thread hashes the file as it is written, while this one serialises and
+            # then waits for the disk; a background save (the checkpoint plugin's asynchronous writer) hashes on
+            # its own thread, taking no more than one core from training.
+            writer = _HashingWriter(f, follow=_FOLLOW and threading.current_thread() is threading.main_thread())
             try:
-                torch.save(checkpoint, cast(IO[bytes], writer))
-            except RuntimeError:
-                if writer.error is not None:  # torch reports a failed write as "unexpected pos": give the cause
-                    raise writer.error from None
-                raise
-            f.flush()
-            os.fsync(f.fileno())
-        new = writer.hexdigest()
+                try:
+                    torch.save(checkpoint, cast(IO[bytes], writer))
+                except RuntimeError:
+                    if writer.error is not None:  # torch reports a failed write as "unexpected pos": the cause
+                        raise writer.error from None
+                    raise
+                os.fsync(f.fileno())
+                new = writer.hexdigest()
+            finally:
+                writer.close()
         old = [digest for digest in _committed_digests(path) if digest != new]
         if old:
             # Overwriting a committed checkpoint: first commit a marker that accepts the old data and the
@@ -207,25 +217,96 @@ def _replace_durably(directory: str, name: str, content: bytes) -> None:
 
 
 class _HashingWriter:
-    """A file-like sink for ``torch.save`` that hashes what it writes."""
+    """A file-like sink for ``torch.save`` that writes every byte it is given to ``file`` (unbuffered: a short
+    write is continued, an error raised and kept in :attr:`error`) and hashes it as it is written.
 
-    def __init__(self, file: Any) -> None:
+    ``follow=False``: each write is hashed before it is written, on the calling thread. ``follow=True``: a
+    helper thread hashes the file as it grows, reading back (from the page cache) what was just written, while
+    the caller serialises the next tensors and then waits for the data to reach the disk (fsync): with a core
+    to spare, the hash costs the save little time. :meth:`hexdigest` waits for it to catch up."""
+
+    def __init__(self, file: Any, follow: bool) -> None:
         self._file = file
-        self._hash = hashlib.sha256()
         self.error: OSError | None = None
+        self._hash = hashlib.sha256()
+        self._follower = _Follower(file.fileno()) if follow else None
 
-    def write(self, data: bytes) -> int:
-        self._hash.update(data)
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self._follower is None:
+            self._hash.update(view)
+        total = view.nbytes
         try:
-            return self._file.write(data)  # type: ignore[no-any-return]
+            while view.nbytes:
+                view = view[self._file.write(view) :]
         except OSError as exc:
             self.error = exc
             raise
+        if self._follower is not None:
+            self._follower.advance(total)
+        return total
 
     def flush(self) -> None:
-        self._file.flush()
+        pass  # unbuffered
 
     def hexdigest(self) -> str:
+        """The SHA-256 of everything written."""
+        return self._hash.hexdigest() if self._follower is None else self._follower.hexdigest()
+
+    def close(self) -> None:
+        """Stop the helper thread (the digest is no longer needed after a failed save)."""
+        if self._follower is not None:
+            self._follower.stop()
+
+
+class _Follower:
+    """Hashes a file being written on a thread of its own, up to the size :meth:`advance` reports."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._hash = hashlib.sha256()
+        self._written = self._hashed = 0
+        self._closing = False
+        self._error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="surge-checkpoint-hash", daemon=True)
+        self._thread.start()
+
+    def advance(self, count: int) -> None:
+        with self._changed:
+            self._written += count
+            self._changed.notify()
+
+    def _run(self) -> None:
+        buffer = bytearray(_CHUNK)
+        view = memoryview(buffer)
+        try:
+            while True:
+                with self._changed:
+                    while self._hashed >= self._written and not self._closing:
+                        self._changed.wait()
+                    end = self._written
+                    if self._hashed >= end:
+                        return
+                while self._hashed < end:
+                    count = os.preadv(self._fd, [view[: min(_CHUNK, end - self._hashed)]], self._hashed)
+                    if count <= 0:
+                        raise OSError(f"the file ended at {self._hashed} bytes while {end} were written")
+                    self._hash.update(view[:count])
+                    self._hashed += count
+        except BaseException as exc:  # raised on the saving thread by hexdigest()
+            self._error = exc
+
+    def stop(self) -> None:
+        with self._changed:
+            self._closing = True
+            self._changed.notify()
+        self._thread.join()
+
+    def hexdigest(self) -> str:
+        self.stop()
+        if self._error is not None:
+            raise self._error
         return self._hash.hexdigest()
 
 
@@ -380,56 +461,143 @@ def _copy_tensor(tensor: torch.Tensor, storages: dict[tuple[int, str], torch.Unt
 
 # -- reading ---------------------------------------------------------------------------------------
 
+_MMAP = os.name == "posix"
+"""Map checkpoint files rather than read them (elsewhere a mapped file could not be replaced by the next save)."""
+_ZIP_MAGIC = b"PK\x03\x04"
+_LIGHTNING_KEY = b"pytorch-lightning_version"
+
 
 def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     """Read the checkpoint at ``url`` after checking its commit marker and content hash.
 
     A checkpoint Lightning wrote (no marker) is read too, converted by :func:`from_lightning`.
 
-    Always ``torch.load(weights_only=True)`` (tensors land on the CPU). A checkpoint that needs code
-    unpickled is refused unless ``trusted=True``; pass that only for files you trust, since loading them
-    runs the code they hold. Raises :class:`CheckpointError` naming the file when it is missing, empty,
-    uncommitted, truncated or corrupt.
+    Memory is bounded by the file, not a multiple of it: the file's SHA-256 is computed as it streams through a
+    small buffer, then ``torch.load(weights_only=True, mmap=True)`` maps it, so every tensor is backed by the
+    file's pages (copy-on-write: changing one never changes the file) and is read when first used. An object in
+    an object store (any fsspec URL that is not a local path) streams into an unnamed temporary file in the
+    system's temp directory (``TMPDIR``), hashed on the way, and is mapped from there: that needs scratch space
+    of the checkpoint's size. The mapped file stays open while its tensors live; Surge's own saves replace a
+    checkpoint by renaming a new file over it, which leaves a mapped one intact (a file truncated in place
+    under a live mapping would not be).
+
+    Always ``weights_only`` (tensors land on the CPU). A checkpoint that needs code unpickled is refused unless
+    ``trusted=True``; pass that only for files you trust, since loading them runs the code they hold. Code is
+    never unpickled before the hash is verified. Raises :class:`CheckpointError` naming the file when it is
+    missing, empty, uncommitted, truncated or corrupt.
     """
     fs, path = fsspec.core.url_to_fs(url)
-    try:
-        data = fs.cat_file(path)
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {url} does not exist") from None
-    if not data:
-        raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
-    if not fs.exists(path + MARKER_SUFFIX) and _lightning.is_lightning(data):
-        logger.info("{} is a Lightning checkpoint: it has no commit marker, so its integrity cannot be checked", url)
-        saved = _deserialize(data, url, trusted)
-        if not isinstance(saved, dict) or "state_dict" not in saved:
-            raise CheckpointError(
-                f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
+    local = isinstance(fs, LocalFileSystem)
+    with _opened(path, url) if local else _spooled(fs, path, url) as (file, source, streamed):
+        if not os.fstat(file.fileno()).st_size:
+            raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
+        expected = _marker(fs, path, url)
+        if expected is None:
+            if not _is_lightning(file):
+                raise CheckpointError(_no_marker(url))
+            logger.info(
+                "{} is a Lightning checkpoint: it has no commit marker, so its integrity cannot be checked", url
             )
-        return _lightning.from_lightning(saved)[0]
-    expected = _read_marker(fs, path, url)
-    _check_hash(hashlib.sha256(data).hexdigest(), expected, url)
-    checkpoint = _deserialize(data, url, trusted)
+            saved = _deserialize(source, file, url, trusted)
+            if not isinstance(saved, dict) or "state_dict" not in saved:
+                raise CheckpointError(
+                    f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
+                )
+            return _lightning.from_lightning(saved)[0]
+        _check_hash(streamed or _sha256(file)[0], expected, url)
+        checkpoint = _deserialize(source, file, url, trusted)
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"checkpoint {url} holds a {type(checkpoint).__name__}, not a checkpoint dict")
     return checkpoint
+
+
+@contextlib.contextmanager
+def _opened(path: str, url: str) -> Iterator[tuple[IO[bytes], str, str | None]]:
+    """The local file at ``path``, open, and a path that names the file opened (not whatever the name points
+    to later: a save renaming a new file over it in between changes nothing read here)."""
+    try:
+        file = open(path, "rb", buffering=0)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {url} does not exist") from None
+    with file:
+        yield cast(IO[bytes], file), _path_of(file, path), None
+
+
+@contextlib.contextmanager
+def _spooled(fs: fsspec.AbstractFileSystem, path: str, url: str) -> Iterator[tuple[IO[bytes], str, str]]:
+    """An object-store checkpoint streamed into a local temporary file, hashed on the way: the file, a path
+    naming it, and the SHA-256 of what was streamed."""
+    pinned = os.path.isdir("/proc/self/fd")  # an unnamed file has a path there (Linux); elsewhere: a named one
+    spool = (
+        tempfile.TemporaryFile(prefix=".surge-load-") if pinned else tempfile.NamedTemporaryFile(prefix=".surge-load-")
+    )
+    with spool:
+        digest = hashlib.sha256()
+        try:
+            with fs.open(path, "rb") as remote:
+                while chunk := remote.read(_STREAM_CHUNK):
+                    digest.update(chunk)
+                    spool.write(chunk)
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {url} does not exist") from None
+        spool.flush()
+        yield cast(IO[bytes], spool), _path_of(spool, spool.name), digest.hexdigest()
+
+
+def _path_of(file: Any, fallback: Any) -> str:
+    """A path that opens ``file`` itself: ``/proc/self/fd/N`` where there is one (Linux), else ``fallback``."""
+    pinned = f"/proc/self/fd/{file.fileno()}"
+    return pinned if os.path.exists(pinned) else str(fallback)
+
+
+def _sha256(file: IO[bytes]) -> tuple[str, int]:
+    """The SHA-256 of ``file`` and its size, read from its start through one small buffer."""
+    digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    file.seek(0)
+    size = 0
+    while count := file.readinto(buffer):  # type: ignore[attr-defined]
+        digest.update(view[:count])
+        size += count
+    return digest.hexdigest(), size
+
+
+def _is_lightning(file: IO[bytes]) -> bool:
+    """Whether ``file`` is a checkpoint Lightning wrote: its pickle names Lightning's version key (the test of
+    :func:`surge.checkpoint.lightning.is_lightning`, read from the archive's pickle alone, nothing unpickled)."""
+    try:
+        file.seek(0)
+        with zipfile.ZipFile(file) as archive:
+            pickles = [name for name in archive.namelist() if name.endswith("/data.pkl") or name == "data.pkl"]
+            return any(_LIGHTNING_KEY in archive.read(name) for name in pickles)
+    except (zipfile.BadZipFile, OSError, KeyError, EOFError):
+        return False
 
 
 def verify(url: str) -> None:
     """Check that the checkpoint at ``url`` is complete and intact (marker present, content hash matches)
     without loading it; raises :class:`CheckpointError` naming the file otherwise."""
     fs, path = fsspec.core.url_to_fs(url)
-    digest = hashlib.sha256()
-    size = 0
     try:
-        with fs.open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
+        if isinstance(fs, LocalFileSystem):
+            with open(path, "rb", buffering=0) as f:
+                actual, size = _sha256(cast(IO[bytes], f))
+        else:
+            digest, size = hashlib.sha256(), 0
+            with fs.open(path, "rb") as f:
+                while chunk := f.read(_STREAM_CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+            actual = digest.hexdigest()
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {url} does not exist") from None
     if not size:
         raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
-    _check_hash(digest.hexdigest(), _read_marker(fs, path, url), url)
+    expected = _marker(fs, path, url)
+    if expected is None:
+        raise CheckpointError(_no_marker(url))
+    _check_hash(actual, expected, url)
 
 
 def is_valid(url: str) -> bool:
@@ -468,19 +636,24 @@ def newest_valid(urls: Iterable[str]) -> str | None:
     return None
 
 
-def _read_marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> list[str]:
+def _marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> list[str] | None:
+    """The digests the commit marker of ``path`` accepts; ``None`` when there is no marker."""
     try:
         line = fs.cat_file(path + MARKER_SUFFIX).decode("ascii", "replace")
     except FileNotFoundError:
-        raise CheckpointError(
-            f"checkpoint {url} has no commit marker {marker_url(url)}: its save did not finish (a crash or "
-            "kill during the write), or it was not written by surge.checkpoint.save. A file you wrote yourself "
-            "with torch.save can be committed with surge.checkpoint.save(torch.load(path), path)"
-        ) from None
+        return None
     digests = _marker_digests(line)
     if not digests:
         raise CheckpointError(f"checkpoint {url}: its commit marker {marker_url(url)} holds no SHA-256 digest")
     return digests
+
+
+def _no_marker(url: str) -> str:
+    return (
+        f"checkpoint {url} has no commit marker {marker_url(url)}: its save did not finish (a crash or "
+        "kill during the write), or it was not written by surge.checkpoint.save. A file you wrote yourself "
+        "with torch.save can be committed with surge.checkpoint.save(torch.load(path), path)"
+    )
 
 
 def _marker_digests(text: str) -> list[str]:
@@ -497,12 +670,15 @@ def _check_hash(actual: str, expected: list[str], url: str) -> None:
         )
 
 
-def _deserialize(data: bytes, url: str, trusted: bool) -> Any:
+def _deserialize(source: str, file: IO[bytes], url: str, trusted: bool) -> Any:
+    """``torch.load`` of the file ``source`` names (``file``, open), mapped unless it is in torch's legacy format."""
+    file.seek(0)
+    mmap = _MMAP and file.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC  # the legacy format cannot be mapped
     try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        return torch.load(source, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         try:
-            needed = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
+            needed = torch.serialization.get_unsafe_globals_in_checkpoint(source)
         except Exception:
             needed = []
         if not needed:
@@ -515,7 +691,7 @@ def _deserialize(data: bytes, url: str, trusted: bool) -> Any:
                 "surge.checkpoint.load(url, trusted=True)); never do that for a file from an untrusted source"
             ) from None
         logger.warning("loading {} with code unpickling ({}), as trusted=True allows", url, ", ".join(needed))
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+        return torch.load(source, map_location="cpu", weights_only=False, mmap=mmap)
     except Exception as exc:
         raise CheckpointError(f"checkpoint {url} cannot be read: {type(exc).__name__}: {_first_line(exc)}") from exc
 
