@@ -60,11 +60,10 @@ import os
 import pickle
 import posixpath
 import re
-import tempfile
 import threading
 import uuid
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any, cast
 
 import fsspec
@@ -472,14 +471,15 @@ def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
 
     A checkpoint Lightning wrote (no marker) is read too, converted by :func:`from_lightning`.
 
-    Memory is bounded by the file, not a multiple of it: the file's SHA-256 is computed as it streams through a
-    small buffer, then ``torch.load(weights_only=True, mmap=True)`` maps it, so every tensor is backed by the
-    file's pages (copy-on-write: changing one never changes the file) and is read when first used. An object in
-    an object store (any fsspec URL that is not a local path) streams into an unnamed temporary file in the
-    system's temp directory (``TMPDIR``), hashed on the way, and is mapped from there: that needs scratch space
-    of the checkpoint's size. The mapped file stays open while its tensors live; Surge's own saves replace a
-    checkpoint by renaming a new file over it, which leaves a mapped one intact (a file truncated in place
-    under a live mapping would not be).
+    Memory is bounded by the file, not a multiple of it. A local file's SHA-256 is computed as it streams
+    through a small buffer, then ``torch.load(weights_only=True, mmap=True)`` maps that same open file: every
+    tensor is backed by the file's pages (copy-on-write: changing one never changes the file) and read when first
+    used, and the pages are shared with the page cache (several processes loading one file share them). A mapped
+    file stays allocated while a tensor of it lives (a resumed fit's optimizer states keep it until the run
+    ends); Surge's saves replace a checkpoint by renaming a new file over it, which leaves a mapped one intact.
+    An object in an object store (any fsspec URL that is not a local path) is read once, in order, by
+    ``torch.load`` straight into its tensors, the hash following the bytes as they arrive; nothing is returned
+    before the whole object is hashed and matches.
 
     Always ``weights_only`` (tensors land on the CPU). A checkpoint that needs code unpickled is refused unless
     ``trusted=True``; pass that only for files you trust, since loading them runs the code they hold. Code is
@@ -487,61 +487,132 @@ def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     missing, empty, uncommitted, truncated or corrupt.
     """
     fs, path = fsspec.core.url_to_fs(url)
-    local = isinstance(fs, LocalFileSystem)
-    with _opened(path, url) if local else _spooled(fs, path, url) as (file, source, streamed):
-        if not os.fstat(file.fileno()).st_size:
-            raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
-        expected = _marker(fs, path, url)
-        if expected is None:
-            if not _is_lightning(file):
-                raise CheckpointError(_no_marker(url))
-            logger.info(
-                "{} is a Lightning checkpoint: it has no commit marker, so its integrity cannot be checked", url
+    if isinstance(fs, LocalFileSystem):
+        try:
+            file = open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {url} does not exist") from None
+        with file:
+            # torch opens the file through a path naming this open file, not whatever the name points to later
+            # (a save renaming a new file over it while this one is read changes nothing here)
+            source = _path_of(file, path)
+            return _read(fs, path, url, trusted, cast(IO[bytes], file), source, lambda: _sha256(file)[0], False)
+    try:
+        size = fs.size(path)
+        remote = fs.open(path, "rb")
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {url} does not exist") from None
+    with remote:
+        reader = _HashingReader(remote, size)
+        return _read(fs, path, url, trusted, cast(IO[bytes], reader), reader, reader.hexdigest, True)
+
+
+def _read(
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    url: str,
+    trusted: bool,
+    file: IO[bytes],
+    source: Any,
+    digest: Callable[[], str],
+    streaming: bool,
+) -> dict[str, Any]:
+    """:func:`load` of the open ``file`` (``source``: what ``torch.load`` reads it through). ``digest``: its
+    SHA-256; ``streaming``: that digest follows ``torch.load``'s reads, so it is checked after them (and before
+    any error is reported, or code unpickled), else before."""
+    file.seek(0, os.SEEK_END)
+    if not file.tell():
+        raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
+    expected = _marker(fs, path, url)
+    if expected is None:
+        if not _is_lightning(file):
+            raise CheckpointError(_no_marker(url))
+        logger.info("{} is a Lightning checkpoint: it has no commit marker, so its integrity cannot be checked", url)
+        saved = _deserialize(source, file, url, trusted, None, streaming)
+        if not isinstance(saved, dict) or "state_dict" not in saved:
+            raise CheckpointError(
+                f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
             )
-            saved = _deserialize(source, file, url, trusted)
-            if not isinstance(saved, dict) or "state_dict" not in saved:
-                raise CheckpointError(
-                    f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
-                )
-            return _lightning.from_lightning(saved)[0]
-        _check_hash(streamed or _sha256(file)[0], expected, url)
-        checkpoint = _deserialize(source, file, url, trusted)
+        return _lightning.from_lightning(saved)[0]
+
+    def check() -> None:
+        _check_hash(digest(), expected, url)
+
+    if not streaming:
+        check()
+    checkpoint = _deserialize(source, file, url, trusted, check if streaming else None, streaming)
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"checkpoint {url} holds a {type(checkpoint).__name__}, not a checkpoint dict")
     return checkpoint
 
 
-@contextlib.contextmanager
-def _opened(path: str, url: str) -> Iterator[tuple[IO[bytes], str, str | None]]:
-    """The local file at ``path``, open, and a path that names the file opened (not whatever the name points
-    to later: a save renaming a new file over it in between changes nothing read here)."""
-    try:
-        file = open(path, "rb", buffering=0)
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {url} does not exist") from None
-    with file:
-        yield cast(IO[bytes], file), _path_of(file, path), None
+class _HashingReader(io.RawIOBase):
+    """A seekable reader over an object store's ``file`` for ``torch.load`` that hashes the object in order as
+    it is read. ``torch.load`` reads the archive's directory at the end first, then its records from the start
+    in order; a read that starts a little past the hashed part (a record's header) has the gap read and hashed
+    first, a read far ahead (the directory) is served without moving the hash, and :meth:`hexdigest` hashes what
+    was never read in order. Large reads go to the caller's buffer (the tensor's memory) in chunks, so no copy
+    of a tensor is ever held."""
 
+    _GAP = 1 << 20
 
-@contextlib.contextmanager
-def _spooled(fs: fsspec.AbstractFileSystem, path: str, url: str) -> Iterator[tuple[IO[bytes], str, str]]:
-    """An object-store checkpoint streamed into a local temporary file, hashed on the way: the file, a path
-    naming it, and the SHA-256 of what was streamed."""
-    pinned = os.path.isdir("/proc/self/fd")  # an unnamed file has a path there (Linux); elsewhere: a named one
-    spool = (
-        tempfile.TemporaryFile(prefix=".surge-load-") if pinned else tempfile.NamedTemporaryFile(prefix=".surge-load-")
-    )
-    with spool:
-        digest = hashlib.sha256()
-        try:
-            with fs.open(path, "rb") as remote:
-                while chunk := remote.read(_STREAM_CHUNK):
-                    digest.update(chunk)
-                    spool.write(chunk)
-        except FileNotFoundError:
-            raise CheckpointError(f"checkpoint {url} does not exist") from None
-        spool.flush()
-        yield cast(IO[bytes], spool), _path_of(spool, spool.name), digest.hexdigest()
+    def __init__(self, file: Any, size: int) -> None:
+        super().__init__()
+        self._file, self._size = file, size
+        self._pos = self._hashed = 0
+        self._hash = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        start = self._pos
+        if self._hashed < start <= self._hashed + self._GAP:
+            self._hash_until(start)  # a record's header between the last read and this one
+        count = self._fill(start, view)
+        if start <= self._hashed < start + count:
+            self._hash.update(view[self._hashed - start : count])
+            self._hashed = start + count
+        self._pos = start + count
+        return count
+
+    def _fill(self, start: int, view: memoryview) -> int:
+        self._file.seek(start)
+        count = 0
+        while count < view.nbytes:
+            data = self._file.read(min(_STREAM_CHUNK, view.nbytes - count))
+            if not data:
+                break
+            view[count : count + len(data)] = data
+            count += len(data)
+        return count
+
+    def _hash_until(self, end: int) -> None:
+        buffer = bytearray(min(_STREAM_CHUNK, max(end - self._hashed, 1)))
+        view = memoryview(buffer)
+        while self._hashed < end:
+            count = self._fill(self._hashed, view[: min(len(buffer), end - self._hashed)])
+            if not count:
+                break
+            self._hash.update(view[:count])
+            self._hashed += count
+
+    def hexdigest(self) -> str:
+        """The SHA-256 of the whole object (what was not read in order is read now)."""
+        self._hash_until(self._size)
+        return self._hash.hexdigest()
 
 
 def _path_of(file: Any, fallback: Any) -> str:
@@ -670,15 +741,21 @@ def _check_hash(actual: str, expected: list[str], url: str) -> None:
         )
 
 
-def _deserialize(source: str, file: IO[bytes], url: str, trusted: bool) -> Any:
-    """``torch.load`` of the file ``source`` names (``file``, open), mapped unless it is in torch's legacy format."""
+def _deserialize(
+    source: Any, file: IO[bytes], url: str, trusted: bool, verify: Callable[[], None] | None, streaming: bool
+) -> Any:
+    """``torch.load`` of ``source`` (``file``, open): a local file is mapped unless it is in torch's legacy format.
+    ``verify``: checks the hash once the file was read; called before any error is reported and before code is
+    unpickled (so damage is named as such, and no code from a damaged file ever runs)."""
     file.seek(0)
-    mmap = _MMAP and file.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC  # the legacy format cannot be mapped
+    mmap = _MMAP and not streaming and file.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC  # the legacy format cannot be mapped
     try:
-        return torch.load(source, map_location="cpu", weights_only=True, mmap=mmap)
+        loaded = torch.load(source, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
+        if verify is not None:
+            verify()
         try:
-            needed = torch.serialization.get_unsafe_globals_in_checkpoint(source)
+            needed = torch.serialization.get_unsafe_globals_in_checkpoint(_rewound(source))
         except Exception:
             needed = []
         if not needed:
@@ -691,9 +768,20 @@ def _deserialize(source: str, file: IO[bytes], url: str, trusted: bool) -> Any:
                 "surge.checkpoint.load(url, trusted=True)); never do that for a file from an untrusted source"
             ) from None
         logger.warning("loading {} with code unpickling ({}), as trusted=True allows", url, ", ".join(needed))
-        return torch.load(source, map_location="cpu", weights_only=False, mmap=mmap)
+        return torch.load(_rewound(source), map_location="cpu", weights_only=False, mmap=mmap)
     except Exception as exc:
+        if verify is not None:
+            verify()
         raise CheckpointError(f"checkpoint {url} cannot be read: {type(exc).__name__}: {_first_line(exc)}") from exc
+    if verify is not None:
+        verify()
+    return loaded
+
+
+def _rewound(source: Any) -> Any:
+    if hasattr(source, "seek"):
+        source.seek(0)
+    return source
 
 
 def _first_line(exc: BaseException) -> str:
