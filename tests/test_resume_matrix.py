@@ -204,9 +204,9 @@ class Case:
         return 0.5 if self.loop == "val_half" or self.stop == "early_stop" else 1.0
 
     @property
-    def config(self) -> tuple[str, str, float]:
+    def config(self) -> tuple[str, str, float, bool]:
         """What the reference run depends on."""
-        return self.data, self.loop, self.val_interval
+        return self.data, self.loop, self.val_interval, self.stop == "held"
 
     @property
     def subprocess(self) -> bool:
@@ -219,12 +219,14 @@ class Case:
             return 5  # the first optimizer step at or after batch 4
         if self.stop == "ctrlc_val" and self.val_interval == 1.0:
             return BATCHES - 1  # the validation at the epoch's end
+        if self.stop == "held":
+            return BATCHES - 1  # the held stop is honoured once min_epochs are done: after this epoch
         return 7 if self.stop in ("request_stop", "sigterm", "sigkill") else 4
 
     @property
     def cut_short(self) -> bool:
         """The stop ends the run as in Lightning: the cut-short epoch's end runs and current_epoch goes up."""
-        return self.stop in ("max_steps", "max_time", "early_stop", "request_stop")
+        return self.stop in ("max_steps", "max_time", "early_stop", "request_stop", "held")
 
     @property
     def expected_total_batches(self) -> int:
@@ -255,8 +257,13 @@ EXTRA_CASES = [
     Case("exception", "save_after", "shuffle", "acc3"),  # documented: the save is refused
     Case("exception", "save_after", "iterable_random", "val_half"),  # documented: python's RNG moved, a warning
     Case("ctrlc_val", "save_after", "shuffle", "val_half"),  # Ctrl-C in a mid-epoch validation, training follows
+    Case("held", "every_n", "shuffle", "sched_step"),  # a stop held back by min_epochs, resumed mid-epoch
 ]
-"""The documented exceptions, which the pairwise design does not reach on its own."""
+"""The documented exceptions and the cases the pairwise design does not reach on its own."""
+
+HELD_FLAGS = {"max_epochs": EPOCHS + 1, "min_epochs": EPOCHS}
+"""``held``: a stop requested in epoch 0 is held back by ``min_epochs`` until the end of epoch ``EPOCHS - 1``; the
+run would otherwise go on to ``EPOCHS + 1`` epochs."""
 
 
 # -- model and data ------------------------------------------------------------------------------------------
@@ -376,11 +383,13 @@ class At:
 
     surge_name = "matrix_stop"
 
-    def __init__(self, batch_idx: int, epoch: int = STOP_EPOCH) -> None:
-        self.epoch, self.batch_idx, self.fired = epoch, batch_idx, False
+    def __init__(self, batch_idx: int, epoch: int = STOP_EPOCH, rank: int | None = None) -> None:
+        self.epoch, self.batch_idx, self.rank, self.fired = epoch, batch_idx, rank, False
 
     def due(self, trainer: surge.Trainer, batch_idx: int) -> bool:
         if self.fired or trainer.sanity_checking or (trainer.current_epoch, batch_idx) != (self.epoch, self.batch_idx):
+            return False
+        if self.rank is not None and trainer.global_rank != self.rank:
             return False
         self.fired = True
         return True
@@ -499,6 +508,8 @@ def stop_plugins_and_flags(case: Case) -> tuple[list[Any], dict[str, Any], Tick 
     if case.stop == "max_time":
         tick = Tick()
         return [tick], {"max_time": {"seconds": STOP_EPOCH * BATCHES + k + 1}}, tick
+    if case.stop == "held":
+        return [RequestStop(4, epoch=0)], dict(HELD_FLAGS), None
     if case.stop == "early_stop":
         from surge_callbacks import EarlyStopping
 
@@ -618,12 +629,15 @@ class Result:
 
 
 @functools.cache
-def _reference(root: str, config: tuple[str, str, float]) -> Result:
-    data_kind, loop, val_interval = config
+def _reference(root: str, config: tuple[str, str, float, bool]) -> Result:
+    data_kind, loop, val_interval, held = config
     case = Case("none", "none", data_kind, loop)
     surge.seed_everything(0)
     model = Net(loop)
-    trainer = make_trainer(Path(root) / "-".join(map(str, config)), case, val_check_interval=val_interval)
+    plugins, flags = ([RequestStop(4, epoch=0)], HELD_FLAGS) if held else ([], {})
+    trainer = make_trainer(
+        Path(root) / "-".join(map(str, config)), case, plugins, val_check_interval=val_interval, **flags
+    )
     trainer.fit(model, datamodule=Data(data_kind))
     return Result.of(trainer, model)
 
@@ -774,7 +788,8 @@ def _run_case(case: Case, tmp: Path, ref: Result, outcome: dict[str, Any]) -> No
             outcome["checkpoint_loops"] = _loops_of(path)
         surge.seed_everything(12345)  # another seed, another initialization: all of it must come from the checkpoint
         model = Net(case.loop)
-        resumed = make_trainer(tmp / "resumed", case, checkpoint_plugins(case, ckpts))
+        flags = HELD_FLAGS if case.stop == "held" else {}  # the stop request itself must come from the checkpoint
+        resumed = make_trainer(tmp / "resumed", case, checkpoint_plugins(case, ckpts), **flags)
         resumed.fit(model, datamodule=Data(case.data), ckpt_path=path)
     found = {**stopped, **differences(Result.of(resumed, model), ref)}
     outcome["failed"] = found

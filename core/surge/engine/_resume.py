@@ -347,12 +347,15 @@ def resumable_state(trainer: Trainer) -> dict[str, Any]:
     """
     pending = trainer._resume_point
     if pending is not None:
-        return {
-            "loops": loop_position(trainer),
-            "rng": pending.rng if pending.rng is not None else rng_states(trainer.train_dataloader),
-            "data": pending.data(),
-            "accumulated_grads": pending.grads,
-        }
+        return _every_rank(
+            trainer,
+            {
+                "loops": loop_position(trainer),
+                "rng": pending.rng if pending.rng is not None else rng_states(trainer.train_dataloader),
+                "data": pending.data(),
+                "accumulated_grads": pending.grads,
+            },
+        )
     loops = loop_position(trainer)
     validation_rng = trainer._validation_rng
     rng = validation_rng if validation_rng is not None else rng_states(trainer.train_dataloader)
@@ -360,7 +363,48 @@ def resumable_state(trainer: Trainer) -> dict[str, Any]:
     open_batch = trainer._open_batch
     if open_batch is not None:
         rng, grads = _rewind(trainer, open_batch, rng, grads, loops)
-    return {"loops": loops, "rng": rng, "data": data_position(trainer), "accumulated_grads": grads}
+    return _every_rank(
+        trainer, {"loops": loops, "rng": rng, "data": data_position(trainer), "accumulated_grads": grads}
+    )
+
+
+_PER_RANK = ("rng", "data", "accumulated_grads")
+"""What each process of a multi-process run has of its own: its RNG states, its data position (the states its
+shard of the data was drawn from, its loader's own state) and, inside an accumulation window, its gradients
+(``no_sync``: not yet averaged)."""
+
+
+def _every_rank(trainer: Trainer, resume: dict[str, Any]) -> dict[str, Any]:
+    """With several processes, ``resume["ranks"]``: every rank's :data:`_PER_RANK` entries, in rank order,
+    gathered from all of them (each checkpoint is dumped on every rank). The top-level entries stay this
+    rank's (global rank zero's in the file), which a single process resuming the checkpoint takes."""
+    if trainer.world_size <= 1:
+        return resume
+    mine = {key: resume[key] for key in _PER_RANK}
+    own_grads = mine["accumulated_grads"]
+    shared = {**mine, "accumulated_grads": {k: v.detach().cpu() for k, v in own_grads.items()}}
+    ranks = trainer.strategy.all_gather_object(shared)
+    ranks[trainer.global_rank] = mine  # this rank's own objects: what is shared with the top level is saved once
+    return {**resume, "ranks": ranks}
+
+
+def this_rank(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> dict[str, Any]:
+    """This process's :data:`_PER_RANK` entries of ``checkpoint``: its rank's, when the checkpoint was saved by as
+    many processes as this run has; else the top-level ones (global rank zero's), with a warning when the
+    number of processes changed."""
+    ranks = checkpoint.get("ranks")
+    if isinstance(ranks, list) and len(ranks) == trainer.world_size:
+        return dict(ranks[trainer.global_rank])
+    if isinstance(ranks, list) and trainer.is_global_zero:
+        logger.warning(
+            "checkpoint {} was saved by {} processes, this run has {}: each process continues from the RNG states "
+            "and data position of the original rank 0, so random draws (and data not sharded by rank) differ "
+            "from the original run's",
+            url,
+            len(ranks),
+            trainer.world_size,
+        )
+    return {key: checkpoint.get(key, {} if key != "rng" else None) for key in _PER_RANK}
 
 
 def _rewind(
@@ -399,7 +443,7 @@ def _rewind(
 
 def loop_position(trainer: Trainer) -> dict[str, Any]:
     state, n = trainer.state, trainer.num_training_batches
-    return {
+    position: dict[str, Any] = {
         "current_epoch": state.current_epoch,
         "global_step": state.global_step,
         "total_batches": state.total_batches,
@@ -408,6 +452,21 @@ def loop_position(trainer: Trainer) -> dict[str, Any]:
         "validated": state.validated_at == state.total_batches,
         "epoch_loop_done": state.epoch_loop_done,
     }
+    held = held_stop(trainer)
+    if held is not None:
+        position["held_stop"] = held
+    return position
+
+
+def held_stop(trainer: Trainer) -> str | None:
+    """The reason of a stop that was requested and is held back until ``min_epochs``/``min_steps`` are met
+    (the run goes on, then stops there); ``None`` when there is none. A checkpoint records it, so that a resumed
+    run stops where the uninterrupted one does; a stop that did end the run is not held, and a resume with a
+    larger budget goes on."""
+    state, loop = trainer.state, trainer._loop
+    if not state.should_stop or (state.current_epoch >= loop.min_epochs and state.global_step >= loop.min_steps):
+        return None
+    return state.stop_reason or "a stop was requested"
 
 
 def data_position(trainer: Trainer) -> dict[str, Any]:
@@ -524,15 +583,18 @@ def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> 
     state.validated_at = state.total_batches if loops.get("validated") else -1
     state.epoch_loop_done = bool(loops.get("epoch_loop_done", False))
     state.epoch_rng = None
-    data = checkpoint.get("data", {})
+    if loops.get("held_stop"):  # requested before the save, held back by min_epochs/min_steps: it still holds
+        state.should_stop, state.stop_reason = True, str(loops["held_stop"])
+    mine = this_rank(trainer, checkpoint, url)
+    data = mine["data"] or {}
     point = ResumePoint(
         epoch_batches=done,
         validated=bool(loops.get("validated")),
         epoch_loop_done=state.epoch_loop_done,
-        rng=checkpoint.get("rng"),
+        rng=mine["rng"],
         epoch_start=data.get("epoch_start"),
         loader_state=data.get("loader"),
-        grads=checkpoint.get("accumulated_grads", {}),
+        grads=mine["accumulated_grads"] or {},
     )
     if loops.get("inexact"):
         logger.warning("resuming from {}, which is not an exact continuation: {}", url, loops["inexact"])
