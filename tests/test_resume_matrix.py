@@ -71,6 +71,7 @@ import contextlib
 import functools
 import itertools
 import json
+import math
 import os
 import random
 import re
@@ -813,6 +814,120 @@ def _param(case: Case) -> Any:
 @pytest.mark.parametrize("case", [_param(c) for c in CASES + [c for c in EXTRA_CASES if c not in CASES]])
 def test_resume_matrix(case: Case, tmp_path: Path, reference: Callable[[Case], Result]) -> None:
     run_case(case, tmp_path, reference(case))
+
+
+# -- the DDP part ------------------------------------------------------------------------------------------------
+
+DDP_CHILD = str(Path(__file__).with_name("_resume_matrix_ddp.py"))
+DDP_WORLD = 2
+DDP_BATCHES = math.ceil(N_TRAIN / DDP_WORLD / BATCH)  # 6 training batches per rank and epoch (the last one of 4)
+DDP_CASES = [
+    Case("max_steps", "save_after", "shuffle", "sched_step"),
+    Case("sigterm", "preempt", "shuffle", "sched_step"),
+    Case("sigkill", "last", "shuffle", "acc3"),
+]
+"""The DDP part: 2 processes (gloo), map-style shuffled data (each rank's shard drawn by a ``DistributedSampler``
+seeded with the global seed), dropout drawn from each rank's own torch seed. ``max_steps`` stops mid-epoch and
+``trainer.save_checkpoint`` runs on both ranks after ``fit``; ``sigterm`` is sent to rank 1 alone, whose
+preemption request both ranks serve (``last.ckpt``); ``sigkill`` kills rank 1 (the job fails) after
+``ModelCheckpoint(every_n_train_steps=3, save_last=True)`` saves. The resume runs in fresh processes with another
+global seed and other per-rank seeds, and must end where the uninterrupted 2-process run ends, on every rank."""
+DDP_STOP = {"max_steps": 2, "sigterm": 3, "sigkill": 4}
+"""The batch index of epoch ``STOP_EPOCH`` after which part 1 stops."""
+OTHER_SEED = 12345
+
+
+def ddp_run(run: str, out: Path, case: Case) -> None:
+    """One rank of a DDP run (``_resume_matrix_ddp.py`` under torchrun): ``reference`` (uninterrupted),
+    ``part1`` (stopped as ``case.stop`` says) or ``resume`` (``fit(ckpt_path=...)`` from part 1's checkpoint,
+    with other seeds). Writes ``OUT/RUN-rank<R>.pt``: the :class:`Result` fields and whether it was preempted."""
+    from surge_checkpoint import Preempted
+
+    rank = int(os.environ["RANK"])
+    seed = OTHER_SEED if run == "resume" else 0
+    surge.seed_everything(seed)  # the global seed: the DistributedSampler's
+    torch.manual_seed(seed + 1 + rank)  # each rank's own RNG: its dropout masks differ from the other's
+    model = Net(case.loop)
+    plugins: list[Any] = []
+    flags: dict[str, Any] = {}
+    if run == "part1":
+        stop_batch = DDP_STOP[case.stop]
+        if case.stop == "max_steps":
+            flags["max_steps"] = STOP_EPOCH * DDP_BATCHES + stop_batch + 1  # sched_step: one step per batch
+        else:
+            plugins.append((Sigterm if case.stop == "sigterm" else Sigkill)(stop_batch, rank=1))
+    if run != "reference":
+        plugins += checkpoint_plugins(case, out / "ckpts")
+    trainer = make_trainer(out / run, case, plugins, strategy="ddp", devices=DDP_WORLD, accelerator="cpu", **flags)
+    ckpt_path = None
+    if run == "resume":
+        ckpt_path = str(out / "after.ckpt") if case.save == "save_after" else "last"
+    preempted = False
+    try:
+        trainer.fit(model, datamodule=Data(case.data), ckpt_path=ckpt_path)
+    except Preempted:
+        preempted = True
+    if run == "part1" and case.save == "save_after":
+        trainer.save_checkpoint(str(out / "after.ckpt"))  # on every rank, as Lightning requires too
+    fields = vars(Result.of(trainer, model))
+    torch.save({**fields, "preempted": preempted}, out / f"{run}-rank{rank}.pt")
+
+
+def _launch_ddp(run: str, out: Path, case: Case) -> subprocess.CompletedProcess[str]:
+    from surge.testing import launch
+
+    out.mkdir(parents=True, exist_ok=True)
+    return launch(DDP_CHILD, [run, str(out), case.id, __name__], nproc=DDP_WORLD, timeout=420)
+
+
+def _ddp_results(out: Path, run: str) -> list[dict[str, Any]]:
+    return [torch.load(out / f"{run}-rank{rank}.pt", weights_only=False) for rank in range(DDP_WORLD)]
+
+
+def _as_result(saved: Mapping[str, Any]) -> Result:
+    return Result(**{k: v for k, v in saved.items() if k != "preempted"})
+
+
+@functools.cache
+def _ddp_reference(root: str, loop: str) -> list[Result]:
+    out = Path(root) / f"ddp-{loop}"
+    done = _launch_ddp("reference", out, Case("none", "none", "shuffle", loop))
+    assert done.returncode == 0, done.stderr[-5000:]
+    return [_as_result(saved) for saved in _ddp_results(out, "reference")]
+
+
+@pytest.fixture(scope="session")
+def ddp_reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Case], list[Result]]:
+    root = str(tmp_path_factory.mktemp("matrix-ddp-references"))
+    return lambda case: _ddp_reference(root, case.loop)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"ddp-{c.id}") for c in DDP_CASES])
+def test_resume_matrix_ddp(case: Case, tmp_path: Path, ddp_reference: Callable[[Case], list[Result]]) -> None:
+    refs = ddp_reference(case)
+    part1 = _launch_ddp("part1", tmp_path, case)
+    if case.stop == "sigkill":
+        assert part1.returncode != 0, "rank 1 killed itself, the job should have failed"
+    else:
+        assert part1.returncode == 0, part1.stderr[-5000:]
+        stopped = _ddp_results(tmp_path, "part1")
+        assert [s["preempted"] for s in stopped] == [case.stop == "sigterm"] * DDP_WORLD
+    path = tmp_path / ("after.ckpt" if case.save == "save_after" else "ckpts/last.ckpt")
+    saved = checkpoint.load(str(path))
+    loops = saved["loops"]
+    assert loops["current_epoch"] == STOP_EPOCH and 0 < loops["epoch_batches"] < DDP_BATCHES, loops  # mid-epoch
+    assert len(saved["ranks"]) == DDP_WORLD  # every rank's RNG states and data position
+    resumed = _launch_ddp("resume", tmp_path, case)
+    assert resumed.returncode == 0, resumed.stderr[-5000:]
+    found = {
+        f"rank {rank}: {key}": text
+        for rank, (got, ref) in enumerate(zip(_ddp_results(tmp_path, "resume"), refs, strict=True))
+        for key, text in differences(_as_result(got), ref).items()
+    }
+    assert not found, "the resumed 2-process run differs from the uninterrupted one:\n" + "\n".join(
+        f"  {k}: {v}" for k, v in found.items()
+    )
 
 
 # -- the design and the guards ---------------------------------------------------------------------------------
