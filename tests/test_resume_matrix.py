@@ -51,11 +51,21 @@ The stopped run is checked too: it stopped at the planned batch, and a stop that
 (max_steps, max_time, early_stop, request_stop) ends it as in Lightning (``train_epoch_end`` fires for it,
 ``current_epoch`` goes up) while an interrupt or a failure does not.
 
-``EXTRA_CASES`` add what pairs alone do not reach: the two documented exceptions above, and Ctrl-C in a
-mid-epoch validation followed by more training (semantics: that validation counts as not run and is rerun).
+``EXTRA_CASES`` add what pairs alone do not reach: the two documented exceptions above, Ctrl-C in a
+mid-epoch validation followed by more training (semantics: that validation counts as not run and is rerun),
+and ``held``: a stop requested in epoch 0 that ``min_epochs=2`` holds back (of ``max_epochs=3``), resumed from
+the newest ``every_n`` checkpoint in the middle of epoch 1: the resumed run stops after epoch 1, as the
+uninterrupted one does (the checkpoint records the held stop).
+
+The DDP part (``DDP_CASES``, ``slow``): 2 processes under torchrun (``_resume_matrix_ddp.py``), stopped by
+``max_steps``, by SIGTERM to one rank, and by SIGKILL of one rank with ``last``, resumed in fresh processes with
+another global seed (the ``DistributedSampler``'s) and other per-rank seeds; every rank must end with the
+uninterrupted 2-process run's weights, optimizer and scheduler states, step and epoch, and rank 0 with its
+``metrics.csv``.
 Also here: the sanity check leaves the numbers alone (``num_sanity_val_steps`` 0 or 2 gives the same run).
 
-Cases: 48 in the matrix (5 of them subprocess-based, ``slow``), plus 3 extra. Measured wall time on the
+Cases: 48 in the matrix (5 of them subprocess-based, ``slow``), plus 4 extra and 3 DDP ones (``slow``: a
+torchrun job of 2 processes each for the reference, part 1 and the resume, 30-90 s a case). Measured wall time on the
 2-core dev machine (shared with other test runs): the whole file (55 tests) 60-85 s, ``-m "not slow"`` about
 30 s; the 5 subprocess cases take 3-9 s each (the child imports torch); one fit takes 0.3-0.5 s (0.7-1 s with
 worker processes). SIGTERM is delivered in-process (a real signal to the test process, once the checkpoint
