@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from loguru import logger
-from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Sampler, SequentialSampler
 
 from surge import _data
 
@@ -598,6 +598,8 @@ def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> 
     )
     if loops.get("inexact"):
         logger.warning("resuming from {}, which is not an exact continuation: {}", url, loops["inexact"])
+    _warn_persistent_workers(trainer, point, url)
+    _warn_restarted_loaders(trainer, point, url)
     n = trainer.num_training_batches
     length = None if math.isinf(n) else int(n)
     if point.mid_epoch and "epoch_length" in loops and loops["epoch_length"] != length:
@@ -611,6 +613,76 @@ def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> 
             length,
         )
     return point
+
+
+def _train_loaders(trainer: Trainer) -> list[tuple[str, Any]]:
+    """The training loaders, each with how to name it in a message."""
+    loader = trainer.train_dataloader
+    if not isinstance(loader, _data.CombinedLoader):
+        return [("the training loader", loader)]
+    keys = list(loader.loaders) if isinstance(loader.loaders, dict) else list(range(len(loader.items)))
+    return [(f"the training loader {key!r}", item) for key, item in zip(keys, loader.items, strict=True)]
+
+
+def _warn_persistent_workers(trainer: Trainer, point: ResumePoint, url: str) -> None:
+    """``persistent_workers=True``: the original run's worker processes were started (and seeded) once, when the
+    loader was first iterated, and kept for every later epoch; a resume after that point starts new ones, seeded
+    now, and draws their seed from the RNG where the original run drew nothing."""
+    if trainer.state.current_epoch == 0 and not point.epoch_batches:
+        return  # the run's first iteration of the loader is still ahead: nothing differs
+    for name, item in _train_loaders(trainer):
+        if isinstance(item, DataLoader) and item.num_workers > 0 and item.persistent_workers:
+            logger.warning(
+                "resuming from {}: {} has persistent_workers=True, so in the original run its {} worker processes "
+                "were started and seeded once, when it was first iterated, and kept for every epoch after; the "
+                "resumed run starts new ones now, seeded from the RNG where the original run drew nothing, so "
+                "random draws inside the workers (augmentations, per-worker shuffling or sharding) and after them "
+                "differ from the original run's. For exact resumes set persistent_workers=False",
+                url,
+                name,
+                item.num_workers,
+            )
+
+
+def _warn_restarted_loaders(trainer: Trainer, point: ResumePoint, url: str) -> None:
+    """Several train loaders in ``max_size_cycle`` mode, resumed in the middle of an epoch in which a shorter one
+    had already been restarted: the replay of the epoch's first batches restarts it from the RNG states as the
+    replay leaves them, not as the training steps had left them in the original run. Exact for a loader whose
+    order draws on no global RNG (sequential, a generator or RNG objects of its own, a ``DistributedSampler``)."""
+    loader = trainer.train_dataloader
+    done = point.epoch_batches
+    if not isinstance(loader, _data.CombinedLoader) or loader.mode != "max_size_cycle" or not point.mid_epoch:
+        return
+    if point.loader_state is not None and _has_own_state(loader):
+        return  # it restores itself, restarts included
+    for name, item in _train_loaders(trainer):
+        length = _data.loader_len(item)
+        if length is not None and length < done and _order_from_global_rng(item):
+            logger.warning(
+                "resuming from {} after {} batches of an epoch of several training loaders (max_size_cycle): {} "
+                "has {} batches, so it had been restarted by then, drawing its new order from the global RNG while "
+                "the training steps were drawing from it too; the resume replays the epoch's first batches without "
+                "those steps, so the rest of the epoch differs from the original run. Give that loader a generator "
+                "of its own (DataLoader(..., generator=torch.Generator().manual_seed(s))), use mode='min_size', or "
+                "save at epoch boundaries",
+                url,
+                done,
+                name,
+                length,
+            )
+
+
+def _order_from_global_rng(loader: Any) -> bool:
+    """Whether a loader's order may come from a global RNG (python's, numpy's or torch's): anything but a
+    map-style ``DataLoader`` with a sequential or distributed sampler, or one drawing from generators or RNG
+    objects of its own."""
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return True
+    inner = getattr(loader.batch_sampler, "sampler", None)
+    sampler = inner if inner is not None else loader.sampler
+    if isinstance(sampler, (SequentialSampler, DistributedSampler)):
+        return False
+    return not (loader_generators(loader) or loader_rng_objects(loader))
 
 
 # -- fast-forwarding a loader --------------------------------------------------------------------------------
