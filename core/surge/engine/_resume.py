@@ -19,11 +19,14 @@ for a save during a validation, after a batch that raised, or after a stop that 
 * after the epoch's batches (a save in ``train_epoch_end``): the epoch-interval schedulers step and the
   next epoch begins.
 
-Limits: several train loaders (combined) are replayed from the epoch's start, which is exact unless one
-of them draws from the global RNG mid-epoch (a shorter loader restarting in ``max_size_cycle`` mode);
-randomness inside the workers of a map-style loader (augmentations with ``num_workers > 0``) is not
-replayed for the rest of a resumed epoch (the resume warns); ``persistent_workers`` loaders draw their
-worker seed once per loader, not once per epoch.
+With several processes each rank records its own RNG states, data position and open-window gradients
+(gathered into ``ranks``) and resumes from them.
+
+Limits, each warned about when the run resumes: several train loaders (combined) are replayed from the
+epoch's start, which is exact unless one of them draws from the global RNG mid-epoch (a shorter loader
+restarting in ``max_size_cycle`` mode); randomness inside the workers of a map-style loader (augmentations
+with ``num_workers > 0``) is not replayed for the rest of a resumed epoch; ``persistent_workers`` loaders
+start and seed their workers once, which a resume cannot repeat.
 """
 
 from __future__ import annotations
