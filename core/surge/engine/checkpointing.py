@@ -185,6 +185,7 @@ def _restore_states(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> N
             config.scheduler.load_state_dict(sched_state)
         trainer.precision_plugin.load_state_dict(checkpoint.get("precision", {}))
         trainer._metrics.load_state_dict(checkpoint.get("metrics", {}), trainer.strategy.root_device)
+        _warn_callable_reduce_fx(checkpoint.get("metrics", {}), url)
         plugin_states = checkpoint.get("plugins", {})
         for sub in trainer._plugin_subscribers:
             key = _saved_state_key(trainer, sub, plugin_states)
@@ -194,6 +195,23 @@ def _restore_states(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> N
             trainer.datamodule.load_state_dict(checkpoint["datamodule"])
         trainer._resume_point = _resume.restore_position(trainer, checkpoint, url)
         trainer._bus.resumed_at(trainer.state.global_step)  # step filters count on from the checkpoint
+
+
+def _warn_callable_reduce_fx(metrics: Mapping[str, Any], url: str) -> None:
+    """Values of the training epoch logged with a callable ``reduce_fx`` before the save: a checkpoint cannot hold
+    the callable, so the resumed run reduces them with the one its next ``self.log`` of that name passes, and with
+    ``"mean"`` if no such call follows in the epoch."""
+    names = sorted({str(entry.get("name")) for entry in metrics.get("epoch", []) if entry.get("reduce_fx") is None})
+    if names:
+        logger.warning(
+            "resuming from {}: the training epoch's {} logged with a callable reduce_fx before the save, which a "
+            "checkpoint cannot hold; the resumed run reduces {} with the callable its next self.log of that name "
+            "passes, and with 'mean' if none follows in this epoch, where the original run used the callable. Log "
+            "with reduce_fx='mean'/'sum'/'max'/'min', or save at epoch boundaries, where that matters",
+            url,
+            f"values of {', '.join(repr(n) for n in names)} were",
+            "them" if len(names) > 1 else "it",
+        )
 
 
 def resolve(trainer: Trainer, ckpt_path: str, stage: str) -> str | None:

@@ -116,6 +116,7 @@ def fit(trainer: Trainer) -> None:
 
 def _sanity_check(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
+    held = state.should_stop, state.stop_reason  # a resumed run's stop held back by min_epochs still holds
     state.sanity_checking = True
     if bus.sanity_check_start:
         bus.sanity_check_start(ev.SanityCheckStart(trainer.view))
@@ -125,7 +126,7 @@ def _sanity_check(trainer: Trainer) -> None:
     state.sanity_checking = False
     if bus.sanity_check_end:
         bus.sanity_check_end(ev.SanityCheckEnd(trainer.view))
-    state.should_stop, state.stop_reason = False, None  # the sanity check only checks; it decides nothing
+    state.should_stop, state.stop_reason = held  # the sanity check only checks; it decides nothing
 
 
 def _fit_done(trainer: Trainer) -> bool:

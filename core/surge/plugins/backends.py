@@ -222,6 +222,17 @@ class Strategy:
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return obj
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every process's ``obj`` (picklable), in rank order; the base class has one process: ``[obj]``.
+        Checkpoints gather each rank's RNG states and data position with it."""
+        if self.world_size > 1:
+            raise SurgeError(
+                f"strategy '{self.name or type(self).__qualname__}' runs {self.world_size} processes but does not "
+                "implement all_gather_object; override Strategy.all_gather_object, or subclass "
+                "surge.ProcessGroupStrategy"
+            )
+        return [obj]
+
     @staticmethod
     def with_sampler(loader: Any, sampler: Any) -> Any:
         """A copy of the torch ``DataLoader`` ``loader`` drawing from ``sampler`` (shuffle off; batch size,
