@@ -67,8 +67,8 @@ from typing import IO, Any, cast
 import fsspec
 import torch
 from fsspec.implementations.local import LocalFileSystem
-from loguru import logger
 
+from surge._logging import logger
 from surge.checkpoint import lightning as _lightning
 from surge.errors import CheckpointError, CheckpointSaveError
 

@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
-from loguru import logger
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from surge import _data
+from surge._logging import logger
 
 if TYPE_CHECKING:
     from surge.engine.trainer import Trainer
