@@ -75,3 +75,29 @@ def test_test_fast_is_the_test_set_up_and_suite_less_the_slow_tests(tmp_path: Pa
     assert "slow" not in full[-1]  # `make test`, what CI runs, deselects nothing
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert ci[-1] == "exec make test"
+
+
+@pytest.mark.slow
+def test_the_demo_ends_with_a_plot_command_that_works_in_a_fresh_shell(tmp_path: Path) -> None:
+    """`make demo` runs ``.venv/bin/surge fit`` without activating the environment; the command it prints to
+    plot the run must work as printed in the same shell (where ``surge`` alone is not found)."""
+    from test_docs_samples import fresh_shell
+
+    env = fresh_shell(tmp_path)  # tmp_path is the checkout: its .venv is this environment
+    demo = _plan(tmp_path / "plan", "demo", "VENV=.venv")[-1]
+    assert demo == ".venv/bin/surge fit"
+    trained = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", f"{demo} --max-epochs 1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert trained.returncode == 0, f"{trained.stdout}\n{trained.stderr}"
+    (plot,) = [line.split(": ", 1)[1] for line in trained.stdout.splitlines() if line.startswith("plot its metrics: ")]
+    plotted = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", plot], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert plotted.returncode == 0, f"`{plot}` failed ({plotted.returncode}):\n{plotted.stdout}\n{plotted.stderr}"
+    assert plotted.stdout.startswith("wrote "), plotted.stdout

@@ -124,9 +124,8 @@ def _run(args: argparse.Namespace) -> int:
     plugins = [config.plugins, *objects] if config.plugins else objects
     trainer = surge.Trainer(**config.trainer_kwargs, plugins=plugins or None)
     if command == "fit" and trainer.is_global_zero:  # one banner per run, not one per process
-        where = (
-            "the embedded digits example (scikit-learn's 8x8 images)" if not args.config else config.model.class_path
-        )
+        embedded = not args.config and config.model.class_path == f"{_EXAMPLE}.DigitsClassifier"
+        where = "the embedded digits example (scikit-learn's 8x8 images)" if embedded else config.model.class_path
         print(f"surge fit: {where}, {trainer.max_epochs} epochs on {trainer.strategy.root_device}")
     if command == "tune":
         return _tune(trainer, model, data)
@@ -303,7 +302,10 @@ class _ConsoleReport:
     def fit_start(self, event: Any) -> None:
         t = event.trainer
         if t.is_global_zero and t.ckpt_path:  # ckpt_path="last"/"best" resolved: say which file, and where in it
-            print(f"resuming from {t.ckpt_path} (epoch {t.current_epoch}, global step {t.global_step})", flush=True)
+            print(
+                f"resuming from {t.ckpt_path} (saved in epoch {t.current_epoch} at global step {t.global_step})",
+                flush=True,
+            )
 
     @hookimpl
     def train_start(self, event: Any) -> None:

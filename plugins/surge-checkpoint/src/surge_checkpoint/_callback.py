@@ -485,6 +485,15 @@ class ModelCheckpoint:
                 )
             if foreign and mine is not None:
                 _warn_foreign(foreign, mine, url)
+            others = sorted({_files.parent(u) for u in order if u not in foreign} - {_files.parent(url)})
+            if others:  # which run it continues, when several have checkpoints
+                logger.info(
+                    "ckpt_path='last': {}, the newest, in {}; older checkpoints are in {} (pass ckpt_path=PATH to "
+                    "resume one of those)",
+                    url,
+                    _files.parent(url),
+                    ", ".join(others),
+                )
             return url
         if foreign and mine is not None:
             _warn_foreign(foreign, mine, None)
