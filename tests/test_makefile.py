@@ -19,10 +19,17 @@ DEMO_PLUGINS = {"surge-devices", "surge-checkpoint", "surge-csv", "surge-progres
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 
+def _own_make_env() -> dict[str, str]:
+    """This environment for a make of its own. Under `make test` (CI) the parent make's MAKEFLAGS/MAKELEVEL would
+    make it a sub-make that prints "Entering/Leaving directory" lines, and the variables set on the parent's command
+    line (`make test PYTEST_ARGS=...`) are exported to it: the Makefile's own variables are left out."""
+    makefile = (REPO / "Makefile").read_text()
+    own = set(re.findall(r"^([A-Z_]+) \?=", makefile, re.M)) | {"MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES"}
+    return {k: v for k, v in os.environ.items() if k not in own}
+
+
 def _plan(tmp_path: Path, target: str, *variables: str) -> list[str]:
-    # Under `make test` (CI), the parent make's MAKEFLAGS/MAKELEVEL would make this a sub-make that prints
-    # "Entering/Leaving directory" lines: run it as a make of its own.
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+    env = _own_make_env()
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", target, f"VENV={tmp_path / 'venv'}", *variables],
         cwd=REPO,
@@ -95,7 +102,7 @@ def test_make_test_fails_on_no_test_and_prints_pytests_summary_line(tmp_path: Pa
     (tmp_path / "empty").mkdir()
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "test_one.py").write_text("def test_one():\n    assert True\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")}
+    env = _own_make_env()
 
     def make_test(folder: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(  # -o: the environment is this one, set up already (nothing is installed)
