@@ -246,3 +246,20 @@ def test_in_process_table_with_no_plugins(plugin_env, capsys) -> None:  # type: 
 def test_in_process_no_command_returns_2(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main([]) == 2
     assert "usage: surge" in capsys.readouterr().out
+
+
+def test_each_epoch_line_gives_the_epochs_own_time_and_the_time_so_far(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    args = ["--model.class_path=surge.testing.TinyModule", "--data.class_path=surge.testing.TinyDataModule"]
+    assert (
+        main(["fit", *args, "--max-epochs", "3", "--root", str(tmp_path), "--trainer.enable_progress_bar=false"]) == 0
+    )
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch ")]
+    times = [re.fullmatch(r"epoch (\d)/2  .*  \[(\d+\.\d\d)s, (\d+\.\d\d)s in all\]", line) for line in lines]
+    assert len(times) == 3 and all(times), lines
+    own = [float(m.group(2)) for m in times if m]
+    so_far = [float(m.group(3)) for m in times if m]
+    assert so_far == sorted(so_far)
+    for epoch in (1, 2):  # each epoch's own time is its share of the total (the figures are rounded to 0.01 s)
+        assert own[epoch] <= so_far[epoch] - so_far[epoch - 1] + 0.02, lines

@@ -97,18 +97,22 @@ def test_p_loads_or_blocks_one_plugin_for_the_command_only(plugin_env, capsys, m
     assert "is not NAME, no:NAME or no:DISTRIBUTION:NAME" in capsys.readouterr().err
 
 
-def test_the_start_up_line_says_what_was_loaded_from_where(plugin_env, make_trainer) -> None:  # type: ignore[no-untyped-def]
+def test_the_start_up_lines_say_what_is_active_and_at_debug_what_was_loaded_from_where(  # type: ignore[no-untyped-def]
+    plugin_env, make_trainer, monkeypatch
+) -> None:
     plugin_env.hide_installed()
     plugin_env.add(_plugin("solo"), distribution="surge-solo", version="1.2")
-    lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(str(m)), level="INFO", filter="surge", format="{message}")
+    monkeypatch.setenv("SURGE_LOG_LEVEL", "DEBUG")
+    lines: list[tuple[str, str]] = []
+    sink = logger.add(lambda m: lines.append((m.record["level"].name, m.record["message"])), level=0, filter="surge")
     logger.enable("surge")
     try:
         make_trainer()
     finally:
         logger.remove(sink)
-        logger.disable("surge")
-    line = next(line for line in lines if line.startswith("plugins loaded under no lab profile: "))
+    (short,) = [text for level, text in lines if level == "INFO" and " active (" in text]
+    assert short.startswith("2 plugins active (devices, solo) of 2 installed; no lab profile; `surge plugins` lists")
+    line = next(text for level, text in lines if level == "DEBUG" and text.startswith("plugins loaded under no lab"))
     devices = surge.plugins.discover(SurgeSettings()).records["devices"]
     assert f"devices (surge-devices {devices.version}, {devices.origin})" in line
     assert devices.origin.endswith("surge_devices/__init__.py")

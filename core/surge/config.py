@@ -45,7 +45,8 @@ class TrainerConfig(BaseModel):
     provide) or object."""
     checkpoint_io: Any = None
     """How checkpoint files are written, read and removed: a ``checkpoint_io`` provider's name or an object
-    (``surge.events.protocols.CheckpointIO``); ``None``: the strategy's own (``surge.checkpoint.FileCheckpointIO``)."""
+    (``surge.events.protocols.CheckpointIO``); ``None`` or ``"auto"``: the strategy's own (by default
+    ``surge.checkpoint.FileCheckpointIO``, crash-safe files)."""
     # loop length
     max_epochs: int | None = Field(None, ge=-1)
     min_epochs: int | None = Field(None, ge=0)

@@ -78,8 +78,8 @@ from typing import IO, Any, Protocol, cast
 import fsspec
 import torch
 from fsspec.implementations.local import LocalFileSystem
-from loguru import logger
 
+from surge._logging import logger
 from surge.errors import CheckpointError, CheckpointSaveError
 
 __all__ = [

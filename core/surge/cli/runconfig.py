@@ -402,6 +402,19 @@ class Problems:
         return ""
 
 
+def _top_level_hint(key: str) -> str:
+    """A "did you mean" for an unknown top-level key: a section, or a Trainer argument written without its
+    ``trainer.`` (``--max-epoch 3``, ``max_epochs: 3`` at the top of a file), dashes taken for underscores."""
+    spelled = key.replace("-", "_")
+    close = difflib.get_close_matches(spelled, SECTIONS, n=1)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    close = difflib.get_close_matches(spelled, sorted(TrainerConfig.model_fields), n=1)
+    if close:
+        return f"did you mean 'trainer.{close[0]}' (--trainer.{close[0]}=VALUE on the command line)?"
+    return f"valid keys: {', '.join(SECTIONS)} (a Trainer argument goes under trainer:, as --trainer.NAME=VALUE)"
+
+
 def resolve(
     files: Sequence[Layer],
     overrides: Layer | None = None,
@@ -431,9 +444,7 @@ def resolve(
 
     for key in data:
         if key not in SECTIONS:
-            close = difflib.get_close_matches(str(key), SECTIONS, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(SECTIONS)}"
-            problems.add(str(key), f"unknown key; {hint}")
+            problems.add(str(key), f"unknown key; {_top_level_hint(str(key))}")
 
     trainer_values = data.get("trainer")
     trainer: TrainerConfig | None = None

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from loguru import logger
 
+from surge._logging import logger
 from surge.errors import LoggedValueError, SurgeError
 
 ReduceFx = str | Callable[[torch.Tensor], torch.Tensor]

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
-from loguru import logger
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Sampler, SequentialSampler
 
 from surge import _data
+from surge._logging import logger
 
 if TYPE_CHECKING:
     from surge.engine.trainer import Trainer

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from loguru import logger
 
 from surge import events as ev
+from surge._logging import logger
 from surge._plain import plain_hparams
 from surge.checkpoint import (
     ALIASES,
@@ -122,7 +122,9 @@ def restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
     schedulers, precision, plugin and datamodule states and the loop's position (the loops continue
     from it)."""
     with _must_fit(url):
-        if "converted_from" not in checkpoint:  # a checkpoint of another format records no plugin set
+        # A resume continues the checkpoint's run, so its plugin set matters; validate/test/predict only take the
+        # weights. A checkpoint of another format records no plugin set.
+        if trainer.state.stage == "fit" and "converted_from" not in checkpoint:
             _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
         _warn_experiment_diff(trainer, url, checkpoint.get("experiment"))
         sharded = sharded_message(url, checkpoint)

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from loguru import logger
 from torch import nn
 
+from surge._logging import logger
 from surge.engine._metrics import ReduceFx
 from surge.errors import SurgeError
 from surge.plugins.backends import move_to_device

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from loguru import logger
 
 from surge import _data
 from surge import events as ev
+from surge._logging import logger
 from surge._plain import check_hparams, plain_hparams
 from surge.config import TrainerConfig, build_config
 from surge.engine import checkpointing
@@ -143,7 +143,7 @@ class Trainer:
         requested = requests.names | named_providers(self.config, settings) | switched_plugins(self.config)
         self.catalog = discover(settings, requested=requested, lab=lab)
         apply_switches(requests, self.catalog, self.config)  # the plugins serving the arguments set, with settings
-        logger.info("{}", self.catalog.summary())  # the start-up line: what was loaded, from where, under which lab
+        logger.debug("{}", self.catalog.summary())  # what was loaded, from where, under which lab
         providers = resolve_providers(self.catalog, self.config, requests.on, requests.checkpoint_io)
         self.accelerator = providers.accelerator
         self.strategy = providers.strategy
@@ -154,6 +154,8 @@ class Trainer:
         self._plugin_subscribers: list[Subscriber] = providers.subscribers + activate(self.catalog, requests)
         self._module_claims = module_claims(self.catalog)  # Module methods plugins run (surge.Plugin(module_hooks=))
         self._plugin_settings = dict(requests.on)
+        # the start-up line: short; `surge plugins`, plugins.json and DEBUG have the whole list
+        logger.info("{}", self.catalog.headline(s.name.split(".")[0] for s in self._plugin_subscribers))
         self._trace = providers.bus_timing(settings.trace_plugins)  # untimed (None) unless traced or profiled
         self._known_names = set(self.catalog.records) | {"module"}
         self._events = declared_events(self.catalog)  # the active plugins' own events, on every bus of this Trainer
@@ -203,6 +205,9 @@ class Trainer:
         self._open_batch: OpenBatch | None = None  # a training batch begun and not finished
         self._validation_rng: dict[str, Any] | None = None  # RNG states before the validation running in fit
         self._last_fit: tuple[str, Module] | None = None  # how this Trainer's last fit ended, and its model
+        self.ckpt_path: str | None = None
+        """The checkpoint the last ``fit``/``validate``/``test``/``predict`` loaded (``ckpt_path=`` resolved:
+        ``"last"`` and ``"best"`` name the file their plugin chose), ``None`` when none (as Lightning's)."""
         self._checkpoint_requests: list[tuple[Callable[[Run], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.engine.loops)
@@ -641,6 +646,7 @@ class Trainer:
             try:
                 self._setup(stage, loaders)
                 url = checkpointing.resolve(self, ckpt_path, stage) if ckpt_path is not None else None
+                self.ckpt_path = url
                 if url is not None:
                     self.restore_checkpoint(url, trusted=trusted)
                     self._metrics.flush()  # values the checkpoint held reduced but unwritten: at their step
@@ -656,7 +662,13 @@ class Trainer:
                 state.status = "finished"
             except (Interrupted, KeyboardInterrupt):
                 state.status, state.interrupted = "interrupted", True
-                logger.warning("interrupted by Ctrl-C; stopping {} at a step boundary", stage)
+                logger.warning(
+                    "interrupted by Ctrl-C: {} stopped at a step boundary (epoch {}, global step {}){}",
+                    stage,
+                    state.current_epoch,
+                    state.global_step,
+                    self._how_to_resume() if stage == "fit" else "",
+                )
                 if bus.keyboard_interrupt:
                     with contextlib.suppress(Exception):  # handler errors are logged by the bus
                         bus.keyboard_interrupt(ev.KeyboardInterrupt_(self.view, stage))  # type: ignore[arg-type]
@@ -672,6 +684,13 @@ class Trainer:
                 self._teardown(stage, failure)
                 self._drop_checkpoint_requests()
         return result
+
+    def _how_to_resume(self) -> str:
+        """After Ctrl-C in fit: how to go on, in this process and in a new one."""
+        here = "; fit() again on this Trainer with the same model continues from there"
+        if self.event_order("checkpoint_path"):  # a plugin answers ckpt_path="last" (the checkpoint plugin)
+            return f"{here}, and in a new process fit(..., ckpt_path='last') resumes from the newest checkpoint"
+        return f"{here}; a new process resumes only from a checkpoint, and no active plugin writes one"
 
     def _continuation(self, model: Module) -> dict[str, Any] | None:
         """A second ``fit`` on this Trainer without ``ckpt_path``: after an interrupted or failed fit of the same

@@ -20,11 +20,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from loguru import logger
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
-from surge._logging import route_stdlib
+from surge._logging import logger, route_stdlib
 from surge.errors import LabError, PluginConflictError, PluginError
 from surge.events import Event, event_problems
 from surge.events.protocols import ROLES, CheckpointIO, Compiler, Tuner, missing_members
@@ -221,6 +220,10 @@ class PluginRecord:
         return f"plugin '{self.name}' (distribution {self.distribution or '?'} {self.version or '?'})"
 
 
+_HEADLINE_NAMES = 8
+"""Active plugins named in the start-up line; more are counted."""
+
+
 class _Source:
     """Where entry points come from; ``surge.testing`` swaps it for an in-memory one."""
 
@@ -249,8 +252,22 @@ class Catalog:
     def loaded(self) -> list[PluginRecord]:
         return [r for r in self.records.values() if r.plugin is not None]
 
+    def headline(self, active: Iterable[str]) -> str:
+        """The start-up line every Trainer logs at INFO: the lab profile, how many plugins are active (and
+        which: ``active``, the names of the run's plugins), how many are installed, and where the rest is."""
+        names = list(dict.fromkeys(active))
+        shown = ", ".join(names[:_HEADLINE_NAMES]) + (
+            f", +{len(names) - _HEADLINE_NAMES}" if len(names) > _HEADLINE_NAMES else ""
+        )
+        failed = sum(r.status == "failed" for r in self.records.values())
+        line = f"{len(names)} plugin{'s' if len(names) != 1 else ''} active ({shown or 'none'}) of {len(self.records)} installed"
+        line += f", {failed} failed to load" if failed else ""
+        lab = f"lab profile {self.lab}" if self.lab else "no lab profile"
+        return f"{line}; {lab}; `surge plugins` lists them (SURGE_LOG_LEVEL=DEBUG logs their files)"
+
     def summary(self) -> str:
-        """One line: the lab profile, and every loaded plugin with its distribution and file (the start-up line)."""
+        """One line: the lab profile, and every loaded plugin with its distribution and file (logged at DEBUG
+        when a Trainer starts; ``surge plugins`` shows the same as a table)."""
         loaded = "; ".join(
             f"{r.name} ({r.distribution or '?'} {r.version or '?'}, {r.origin or 'in memory'})" for r in self.loaded()
         )

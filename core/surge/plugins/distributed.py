@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from loguru import logger
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
 
 from surge import events as ev
+from surge._logging import logger
 from surge.errors import ConfigError, SurgeError
 from surge.events.hooks import hookimpl
 from surge.plugins.backends import Accelerator, Strategy

@@ -54,12 +54,12 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from loguru import logger
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from surge._logging import logger
 from surge.errors import ConfigError, LabError
 
 if sys.version_info >= (3, 11):

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from loguru import logger
 from pydantic import ValidationError
 
 from surge import plugins as _plugins
+from surge._logging import logger
 from surge.config import TrainerConfig, format_validation_error
 from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
 from surge.events import Event
@@ -662,12 +662,21 @@ def resolve_providers(
     return Providers(accelerator, strategy, precision, subscribers, profiler, tuner)
 
 
+CHECKPOINT_IO_TAKES = (
+    "checkpoint_io takes None or 'auto' (the default: surge.checkpoint.FileCheckpointIO, crash-safe files at any "
+    "fsspec URL), an object with save_checkpoint, load_checkpoint and remove_checkpoint "
+    "(surge.events.protocols.CheckpointIO, as Lightning's CheckpointIO has), or the name of an installed "
+    "checkpoint_io provider"
+)
+
+
 def _resolve_checkpoint_io(
     catalog: Catalog, arg: Any, passed: Sequence[tuple[str, object]], given: Mapping[str, Mapping[str, Any]]
 ) -> CheckpointIO | None:
     """``checkpoint_io=`` (a provider's name or an object) or one CheckpointIO object in ``plugins=``; ``None``:
-    neither, and the strategy keeps its own (by default :class:`surge.checkpoint.FileCheckpointIO`)."""
-    chosen = [("trainer.checkpoint_io", arg)] if arg is not None else []
+    neither (``checkpoint_io=None`` or ``"auto"``), and the strategy keeps its own (by default
+    :class:`surge.checkpoint.FileCheckpointIO`)."""
+    chosen = [("trainer.checkpoint_io", arg)] if arg is not None and arg != "auto" else []
     chosen += passed
     if len(chosen) > 1:
         raise ConfigError(
@@ -685,14 +694,14 @@ def _resolve_checkpoint_io(
     if isinstance(obj, str):
         found = catalog.providers("checkpoint_io")
         if obj not in found:
-            raise ProviderError(_missing("checkpoint_io", obj, found, "", catalog))
+            raise ProviderError(f"{_missing('checkpoint_io', obj, found, '', catalog)} {CHECKPOINT_IO_TAKES}")
         factory, record = found[obj]
         obj = factory()
         configure(obj, record, given.get(record.name))
         record.status = "active"
         what = f"{record.describe()}'s checkpoint_io '{arg}'"
     elif isinstance(obj, (bool, int, float, bytes, Mapping, list, tuple)):
-        raise ConfigError([(where, f"got {obj!r}: pass a checkpoint IO's name or object")])
+        raise ConfigError([(where, f"got {obj!r}. {CHECKPOINT_IO_TAKES}")])
     else:
         what = f"{type(obj).__module__}.{type(obj).__qualname__}"
     missing = missing_members(obj, CheckpointIO)
@@ -932,7 +941,7 @@ def _chosen_providers(config: TrainerConfig) -> set[tuple[str, str | None]]:
         chosen.add(("precision", str(config.precision)))
     if isinstance(config.profiler, str):
         chosen.add(("profiler", config.profiler))
-    if isinstance(config.checkpoint_io, str):
+    if isinstance(config.checkpoint_io, str) and config.checkpoint_io != "auto":  # "auto": the core's default
         chosen.add(("checkpoint_io", config.checkpoint_io))
     return chosen
 
