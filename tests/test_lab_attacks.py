@@ -252,7 +252,11 @@ def test_the_forged_cache_is_what_python_runs_without_a_lab(attacks: dict) -> No
 
 def test_a_hashed_lab_runs_the_hashed_source_not_the_forged_cache(attacks: dict) -> None:
     result = attacks["pyc_run"].result()
-    assert result["lab-check"]["rc"] == 0, result["lab-check"]  # the files the hash covers are intact
+    # the files the hash covers are intact, so the run goes on; check reports the cache, which an import before
+    # the lab is read would run (see the next test)
+    pyc = attacks["pyc"]
+    _refused(result, "lab-check", f"bytecode   surge-test-alpha 1.0.0: the byte-code cache {pyc} holds other code")
+    assert f"fix: delete {pyc}" in result["lab-check"]["out"]
     assert result["lab-fit"]["rc"] == 0, result["lab-fit"]
     assert "forged-pyc-ran" not in result["imported"] and "tp-alpha" in result["imported"]
     assert "tp-alpha:fit_start" in (attacks["tmp"] / "pyc_run.hooks").read_text().split()

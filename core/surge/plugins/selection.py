@@ -406,18 +406,12 @@ def resolve_providers(
         accelerator = accelerator_arg
         subscribers.append(Subscriber("accelerator", accelerator, Tier.PROVIDER, api=api_names(accelerator)))
     elif accelerator_arg == "auto":
-        available = [
-            (cls.auto_priority, name)
-            for name, (cls, _) in accelerators.items()
-            if isinstance(cls, type) and issubclass(cls, Accelerator) and cls.is_available()
-        ]
-        if not available:
-            raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices", catalog))
-        _, name = max(available)
+        name = choose_auto(accelerators, catalog)
         accelerator, sub = _build("accelerator", name, accelerators, given)
         subscribers.append(sub)
     elif isinstance(accelerator_arg, str):
         if accelerator_arg not in accelerators:
+            catalog.clash("accelerator", accelerator_arg)
             raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices", catalog))
         cls = accelerators[accelerator_arg][0]
         if isinstance(cls, type) and issubclass(cls, Accelerator) and not cls.is_available():
@@ -459,6 +453,7 @@ def resolve_providers(
                 )
             name = "single_device"
         if name not in strategies:
+            catalog.clash("strategy", name)
             raise ProviderError(_missing("strategy", name, strategies, "surge-devices or surge-ddp", catalog))
         factory, record = strategies[name]
         strategy = factory(accelerator, indices, config.num_nodes)
@@ -488,19 +483,14 @@ def resolve_providers(
         subscribers.append(Subscriber("precision", precision, Tier.PROVIDER, api=api_names(precision)))
     else:
         key = str(precision_arg)
-        builtin = {alias: Precision for alias in Precision.aliases}
-        precisions: dict[str, Any] = {n: (cls, None) for n, cls in builtin.items()}
+        failed = catalog.provider_clashes.get("precision", {})  # names two claim: only a run asking for one fails
+        precisions: dict[str, Any] = {alias: (Precision, None) for alias in Precision.aliases if alias not in failed}
         for name, (cls, record) in catalog.providers("precision").items():
             for alias in dict.fromkeys((name, *getattr(cls, "aliases", ()))):
-                taken = precisions.get(alias)
-                if taken is not None and taken[0] is not cls:
-                    owner = taken[1].describe() if taken[1] is not None else "the core's 32-true precision"
-                    raise PluginConflictError(
-                        f"trainer.precision: {owner} and {record.describe()} both claim the precision name "
-                        f"'{alias}'; uninstall one, or block it with SURGE_DISABLE_PLUGINS"
-                    )
-                precisions[alias] = (cls, record)
+                if alias not in failed:
+                    precisions[alias] = (cls, record)
         if key not in precisions:
+            catalog.clash("precision", key)
             meant = SYNONYMS["precision"].get(key, key)
             package = "surge-precision" if meant in PRECISION_NAMES else ""
             raise ProviderError(_missing("precision", key, precisions, package, catalog))
@@ -522,6 +512,45 @@ def resolve_providers(
     profiler = _resolve_profiler(catalog, config.profiler, subscribers)
     tuner = resolve_tuner(catalog, given) if given else None
     return Providers(accelerator, strategy, precision, subscribers, profiler, tuner)
+
+
+def choose_auto(accelerators: Mapping[str, tuple[Any, PluginRecord]], catalog: Catalog) -> str:
+    """``accelerator="auto"``: the available accelerator with the highest ``auto_priority``, among those whose class
+    body sets one (an accelerator that leaves it ``None``, or inherits it, is never chosen by ``auto``, so installing
+    a package never changes what ``auto`` means unless that package says so). Two at the top with one priority are an error naming
+    both, never a choice by name. The choice is logged with what it was chosen from."""
+    candidates = []
+    for name, (cls, record) in sorted(accelerators.items()):
+        priority = vars(cls).get("auto_priority") if isinstance(cls, type) else None  # its own body's only
+        if isinstance(cls, type) and issubclass(cls, Accelerator) and priority is not None:
+            if isinstance(priority, bool) or not isinstance(priority, int):
+                raise PluginError(
+                    f"{record.describe()}: accelerator '{name}' ({cls.__qualname__}) has auto_priority={priority!r}; it "
+                    "must be an int (higher is preferred by accelerator='auto') or None (never chosen by it)"
+                )
+            if cls.is_available():
+                candidates.append((priority, name, record))
+    if not candidates:
+        raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices", catalog))
+    top = max(priority for priority, _, _ in candidates)
+    best = [(name, record) for priority, name, record in candidates if priority == top]
+    if len(best) > 1:
+        who = " and ".join(f"'{name}' ({record.describe()})" for name, record in best)
+        raise ProviderError(
+            f"trainer.accelerator: 'auto' cannot choose between {who}: both are available with auto_priority={top}. "
+            f"Choose one by name (accelerator='{best[0][0]}'), or uninstall or block one (SURGE_DISABLE_PLUGINS="
+            f"{best[-1][1].name}); their authors decide the order by giving them different priorities"
+        )
+    name, record = best[0]
+    considered = ", ".join(f"{n} ({p})" for p, n, _ in sorted(candidates, reverse=True))
+    logger.info(
+        "accelerator='auto' chose '{}' from {} (auto_priority {}; available: {})",
+        name,
+        record.describe(),
+        top,
+        considered,
+    )
+    return name
 
 
 def _resolve_checkpoint_io(
@@ -547,6 +576,7 @@ def _resolve_checkpoint_io(
     if isinstance(obj, str):
         found = catalog.providers("checkpoint_io")
         if obj not in found:
+            catalog.clash("checkpoint_io", obj)
             raise ProviderError(_missing("checkpoint_io", obj, found, "", catalog))
         factory, record = found[obj]
         obj = factory()
@@ -641,6 +671,7 @@ def _resolve_profiler(catalog: Catalog, arg: Any, subscribers: list[Subscriber])
     if isinstance(arg, str):
         profilers = catalog.providers("profiler")
         if arg not in profilers:
+            catalog.clash("profiler", arg)
             raise ProviderError(_missing("profiler", arg, profilers, "surge-profilers", catalog))
         profiler, sub = _build("profiler", arg, profilers, {})
         subscribers.append(sub)
