@@ -185,6 +185,7 @@ def test_in_process_json_lists_hooks_kind_and_default_status(plugin_env, capsys)
         "reason": "",
         "provides": {},
         "hooks": ["train_batch_end", "fit_end"],
+        "publishes": [],
         "default": False,
         "role": None,
         "description": "",
