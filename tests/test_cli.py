@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import jsonschema
 import pytest
 import surge
 from surge.cli import main
+from surge.events import Event
 
 
 def _surge() -> list[str]:
@@ -247,3 +250,45 @@ def test_in_process_table_with_no_plugins(plugin_env, capsys) -> None:  # type: 
 def test_in_process_no_command_returns_2(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main([]) == 2
     assert "usage: surge" in capsys.readouterr().out
+
+
+# -- issue 26: hooks of other plugins' events, and the events a plugin publishes -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Noted(Event):
+    """After the noter noted a training batch: fires from its ``train_batch_end`` handler.
+
+    May change: nothing."""
+
+    name: ClassVar[str] = "batch_noted"
+
+
+class _Noter:
+    @surge.hookimpl
+    def train_batch_end(self, event: surge.events.TrainBatchEnd) -> None:
+        event.trainer.emit(_Noted(event.trainer))
+
+
+class _OnlyTheirs:
+    """Handles the noter's event only (optional: it runs without the noter)."""
+
+    @surge.hookimpl(optional=True)
+    def batch_noted(self, event: _Noted) -> None:
+        pass
+
+
+def test_listing_shows_other_plugins_events_and_what_a_plugin_publishes(plugin_env, capsys) -> None:  # type: ignore[no-untyped-def]
+    plugin_env.hide_installed()
+    plugin_env.add(surge.Plugin(name="noter", kind="participant", factory=_Noter, events=[_Noted]))
+    plugin_env.add(surge.Plugin(name="theirs", kind="participant", factory=_OnlyTheirs))  # on request: not built
+    plugin_env.add(surge.Plugin(name="theirs-on", kind="participant", default=True, factory=_OnlyTheirs))
+    assert main(["plugins", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["plugins"]}
+    assert (rows["noter"]["hooks"], rows["noter"]["publishes"]) == (["train_batch_end"], ["batch_noted"])
+    assert (rows["theirs"]["hooks"], rows["theirs"]["publishes"]) == (["batch_noted"], [])
+    assert rows["theirs-on"]["status"] == "active" and rows["theirs-on"]["hooks"] == ["batch_noted"]
+    assert main(["plugins", "-v"]) == 0
+    table = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert table["noter"].endswith("train_batch_end; publishes: batch_noted")
+    assert table["theirs"].endswith("batch_noted")

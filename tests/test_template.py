@@ -101,7 +101,8 @@ def test_rendered_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert '"Framework :: Surge"' in pyproject
     assert '[project.entry-points."surge.plugins"]\n"grad-norm" = "surge_grad_norm:plugin"' in pyproject
     tests = (project / "tests/test_surge_grad_norm.py").read_text()
-    assert "from surge.testing import assert_discovered" in tests and 'kind="observer"' in tests
+    assert "from surge.testing import PluginEnv, TinyFit, assert_discovered" in tests and 'kind="observer"' in tests
+    assert "def test_fires_during_a_fit(tiny_fit: FitRunner) -> None:" in tests  # typed: mypy --strict clean
     assert 'pytest_plugins = ["surge.testing"]' in (project / "tests/conftest.py").read_text()  # opts in
     assert "pytest" in (project / ".github/workflows/ci.yml").read_text()
     answers = (project / ".copier-answers.yml").read_text()

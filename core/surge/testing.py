@@ -102,8 +102,8 @@ class EventRecorder:
     (``surge.Plugin(events=[...])``); ``events`` holds ``(name, event)`` in call order.
 
     A plugin's events are known once its module is imported, which a Trainer does before it registers its
-    subscribers: the recorder's handlers for them (marked ``optional``, as a handler of another plugin's event is)
-    are looked up then, for every :class:`surge.events.Event` class defined by that time."""
+    subscribers: the recorder gets its handlers for them (marked ``optional``, as a handler of another plugin's
+    event is) then, for every :class:`surge.events.Event` class defined by that time."""
 
     surge_name = "event_recorder"
 
@@ -123,12 +123,11 @@ class EventRecorder:
         self.events.clear()
 
     def __dir__(self) -> Iterable[str]:
-        return [*super().__dir__(), *_plugin_events()]
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _plugin_events():  # a plugin's event: a handler like the core events' ones
-            return types.MethodType(_recording_handler(name, optional=True), self)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        # The bus lists a subscriber's attributes when it registers it, after the run's plugins were imported: the
+        # moment to give this recorder a handler (on the instance, where the bus looks) for each plugin event.
+        for name in _plugin_events() - set(vars(self)):
+            vars(self)[name] = types.MethodType(_recording_handler(name, optional=True), self)
+        return super().__dir__()
 
 
 def _recording_handler(event_name: str, optional: bool = False) -> Callable[..., None]:
