@@ -226,10 +226,11 @@ def test_what_the_guard_trusts_is_what_the_hash_covers(site: dict[str, Path], tm
     own, outside = _pinned.own_files(dist)
     home = _pinned.home_of(dist, ["tp_alpha"], hashed=True)
     assert home is not None and outside == {}
-    assert home.files == frozenset(own.values()) == frozenset(
-        (installed / p).resolve()
-        for p in ["tp_alpha.py", *(f"surge_test_alpha-1.0.0.dist-info/{n}" for n in ("METADATA", "WHEEL"))]
-        + ["surge_test_alpha-1.0.0.dist-info/entry_points.txt"]
+    info_files = [f"surge_test_alpha-1.0.0.dist-info/{n}" for n in ("METADATA", "WHEEL", "entry_points.txt")]
+    assert (
+        home.files
+        == frozenset(own.values())
+        == frozenset((installed / p).resolve() for p in ["tp_alpha.py", *info_files])
     )
     assert not home.owns(str(elsewhere / "__init__.py"))
     assert lab.distribution_hash(dist) == before

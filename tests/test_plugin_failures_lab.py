@@ -254,7 +254,10 @@ def test_surge_lab_over_the_project_table_is_said_with_both_names(
     )
     monkeypatch.delenv("SURGE_LAB")
     assert main(["plugins", "--lab", str(tmp_path / "shared.toml")]) == 0  # --lab is SURGE_LAB for the command
-    assert capsys.readouterr().out.splitlines()[:2] == [f"lab profile: {tmp_path / 'shared.toml'}", f"  note: {notes[0]}"]
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        f"lab profile: {tmp_path / 'shared.toml'}",
+        f"  note: {notes[0]}",
+    ]
     assert main(["plugins", "--json", "--lab", str(own)]) == 0  # naming the project's own file replaces nothing
     assert json.loads(capsys.readouterr().out)["lab_passed_over"] == []
 
@@ -338,14 +341,14 @@ def test_a_provider_alias_claimed_twice_fails_that_alias_only(plugin_env, tmp_pa
 
 
 def test_an_object_named_like_an_inactive_plugin_has_no_origin(tmp_path: Path) -> None:
-    class Stand_in:  # noqa: N801 - named as the user would
+    class StandIn:
         surge_name = "swa"  # surge-swa is installed, and off unless requested
 
         @surge.hookimpl
         def fit_start(self, event: object) -> None:
             pass
 
-    trainer = surge.Trainer(plugins=[Stand_in()], logger=False, default_root_dir=str(tmp_path), max_steps=1)
+    trainer = surge.Trainer(plugins=[StandIn()], logger=False, default_root_dir=str(tmp_path), max_steps=1)
     assert trainer.catalog.records["swa"].origin.endswith("surge_swa/__init__.py")  # imported, not active
     entries = {entry["name"]: entry for entry in trainer.plugin_set()}
     assert entries["swa"] == {

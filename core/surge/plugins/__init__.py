@@ -277,9 +277,13 @@ def discover(
     with _pinned.holding():  # a plugin's import code cannot replace the guard
         _load_all(claims, records, settings, requested, lab, clashes, fatal_problems, fatal)
     provider_clashes = _provider_clashes(records)
-    for slot, names in provider_clashes.items():
+    for names in provider_clashes.values():
         for provider, (message, owners) in names.items():
-            pins = [f"the lab profile {lab.source} pins {r.distribution}" for r in owners if lab and lab.pins(r.distribution)]
+            pins = [
+                f"the lab profile {lab.source} pins {r.distribution}"
+                for r in owners
+                if lab and lab.pins(r.distribution)
+            ]
             why = pins[0] if pins else "SURGE_STRICT_PLUGINS=1" if settings.strict_plugins else ""
             if why:
                 fatal_problems.append(f"{message} (fatal because {why})")
@@ -358,8 +362,8 @@ def _provider_clashes(records: Mapping[str, PluginRecord]) -> dict[str, dict[str
         if taken:
             taken.insert(0, (None, Precision))
     clashes: dict[str, dict[str, tuple[str, list[PluginRecord]]]] = {}
-    for slot, names in claims.items():
-        for alias, claimants in names.items():
+    for slot, by_name in claims.items():
+        for alias, claimants in by_name.items():
             if len(claimants) < 2:
                 continue
             owners = [r for r, _ in claimants if r is not None]

@@ -155,7 +155,7 @@ def home_of(dist: Any, entry_points: Iterable[str] = (), hashed: bool = False) -
     no files); ``entry_points`` are the modules its entry points name, guarded too."""
     if not hasattr(dist, "locate_file"):
         return None
-    own, _ = own_files(dist)
+    own, outside = own_files(dist)
     roots = _editable_roots(dist, own)
     folder = Path(dist.locate_file("")).resolve()
     search_path = tuple(map(str, roots)) if roots else (str(folder),)
@@ -168,7 +168,7 @@ def home_of(dist: Any, entry_points: Iterable[str] = (), hashed: bool = False) -
         search_path,
         folder=None if roots else folder,
     )
-    modules = set(_record_modules([PurePosixPath(p) for p in own]))
+    modules = set(_record_modules([PurePosixPath(p) for p in [*own, *outside]]))  # a link out is guarded, refused
     try:  # setuptools' list of top-level names: for an editable install, the only one without a folder scan
         top_level = (dist.read_text("top_level.txt") or "").split()
     except (OSError, UnicodeDecodeError):
@@ -259,7 +259,7 @@ def where(
 
 def shadow(home: Home, module: str, origin: str) -> tuple[str, str]:
     """What is wrong when ``module`` of ``home`` would be imported from ``origin``, and the fix."""
-    offender = _offender(origin)
+    offender = _offender(origin, module, home)
     own = home.own_file(module)
     link = Path(origin).resolve() if Path(origin).is_symlink() else None
     leads = f" (a link to {link}, outside its installation folder)" if link is not None else ""
@@ -273,12 +273,19 @@ def shadow(home: Home, module: str, origin: str) -> tuple[str, str]:
     )
 
 
-def _offender(origin: str) -> str:
-    """The thing to remove for a foreign ``origin``: its package folder, the zip holding it, or the file."""
+def _offender(origin: str, module: str = "", home: Home | None = None) -> str:
+    """The thing to remove for a foreign ``origin`` of ``module``: the zip holding it, the foreign top-level package
+    folder it is in (a copy of a whole package), its package folder, or the file (one dropped into a package of
+    ``home``'s own)."""
     path = Path(origin)
     for parent in path.parents:
         if parent.suffix in (".zip", ".egg", ".whl") and parent.is_file():
             return str(parent)
+    parts = module.split(".") if module else [path.stem]
+    depth = len(parts) - (0 if path.name.startswith("__init__.") else 1)  # folders between the file and the top
+    top = path.parents[depth - 1] if 0 < depth <= len(path.parents) else None
+    if top is not None and top.name == parts[0] and not (home is not None and home.owns(str(top / "__init__.py"))):
+        return str(top)
     return str(path.parent if path.name.startswith("__init__.") else path)
 
 
@@ -286,7 +293,7 @@ def foreign_modules(home: Home) -> list[tuple[str, str]]:
     """Modules of ``home`` imported before the guard was on (``surge`` itself; a plugin module the training script
     imported first) from a file that is not one of its own (a copy in the script's folder, on ``PYTHONPATH``, in a
     zip): ``(module, file)``, the top-most of each."""
-    found = []
+    found: list[tuple[str, str]] = []
     for name, module in sorted(sys.modules.items()):
         if not any(p in home.modules for p in _prefixes(name)) or any(name.startswith(f + ".") for f, _ in found):
             continue
@@ -340,7 +347,7 @@ def planted_bytecode(home: Home) -> list[tuple[str, str]]:
     """Byte-code caches of ``home``'s own source files that Python would run instead of the source and that do not
     hold its code: ``(source, cache)``. Under the lab's hash the guard never reads them, but any import before the
     lab is read (or outside the lab) runs them: ``surge plugins check`` reports them."""
-    found = []
+    found: list[tuple[str, str]] = []
     for path in sorted(home.files):
         if path.suffix != ".py" or not path.is_file():
             continue
@@ -402,7 +409,7 @@ def _make_guard() -> tuple[
     and say whether it is intact. Its state is in this closure: no attribute of this module holds it, and what it
     calls is bound here, so assigning a module attribute changes nothing."""
     homes: dict[str, Home] = {}
-    state = {"source": "", "holding": 0}
+    state: dict[str, Any] = {"source": "", "holding": 0}
     find, owns, refuse, prefixes, source_only, error = _find, _owns, shadow, _prefixes, _SourceOnly, LabError
     sourceless, source_loader = SourcelessFileLoader, SourceFileLoader
 
@@ -420,7 +427,9 @@ def _make_guard() -> tuple[
             spec = find(fullname, path, target)
             if spec is None or not spec.has_location or spec.origin is None:
                 return spec
-            refused = f"the lab profile {state['source']} pins {home.label}, and this import is refused before it runs: "
+            refused = (
+                f"the lab profile {state['source']} pins {home.label}, and this import is refused before it runs: "
+            )
             if not owns(home, spec.origin):
                 problem, fix = refuse(home, fullname, spec.origin)
                 raise error(f"{refused}{problem}. Fix: {fix}")
@@ -439,9 +448,9 @@ def _make_guard() -> tuple[
 
     finder = _Guard()
 
-    def install(new: Iterable[Home], source: str) -> None:
-        """Hold imports to ``new`` (replacing the previous lab's); with none, take the guard off ``sys.meta_path``."""
-        new = {module: home for home in new for module in home.modules}
+    def install(held: Iterable[Home], source: str) -> None:
+        """Hold imports to ``held`` (replacing the previous lab's); with none, take the guard off ``sys.meta_path``."""
+        new = {module: home for home in held for module in home.modules}
         if state["holding"] and new != homes:
             raise error(
                 "the import guard of the lab profile cannot be changed while plugin modules are being imported; a "

@@ -40,7 +40,11 @@ def _torch_disabled() -> bool:
 
 AUTOLOADED_GROUPS: dict[str, tuple[str, str, Callable[[], bool]]] = {
     "torch.backends": ("torch calls it at `import torch`", "TORCH_DEVICE_BACKEND_AUTOLOAD=0", _torch_disabled),
-    "pydantic": ("pydantic loads it when the first model is built", "PYDANTIC_DISABLE_PLUGINS=__all__", _pydantic_disabled),
+    "pydantic": (
+        "pydantic loads it when the first model is built",
+        "PYDANTIC_DISABLE_PLUGINS=__all__",
+        _pydantic_disabled,
+    ),
 }
 """Entry-point groups that libraries a run imports load by themselves: group -> (when, the variable that switches
 the loading off, whether it is off now)."""
@@ -164,7 +168,9 @@ def startup_code() -> list[Startup]:
             lines = _executable_lines(pth)
             if lines:
                 shown = lines[0] if len(lines[0]) <= 80 else lines[0][:77] + "..."
-                pieces.append(("startup", pth.resolve(), f"the .pth file {pth} runs `{shown}` at every start of Python", ""))
+                pieces.append(
+                    ("startup", pth.resolve(), f"the .pth file {pth} runs `{shown}` at every start of Python", "")
+                )
     for name, path in _customize():
         pieces.append(("startup", path, f"{path} is imported as {name} at every start of Python", ""))
     owners = _owners(path for _, path, _, _ in pieces)
@@ -222,7 +228,7 @@ def edited_scripts(dist: Any) -> list[tuple[str, str]]:
         name = PurePosixPath(str(entry)).name
         if name not in scripts:
             continue
-        path = Path(dist.locate_file(entry))
+        path = Path(os.path.normpath(dist.locate_file(entry)))  # ../../bin/NAME, from the installation folder
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):

@@ -358,7 +358,8 @@ class Lab:
                     f"{module} was imported before the lab was read, from {origin}, which is not a file of the pinned "
                     f"distribution {home.label} ({'its own is ' + own if own else 'it installed no such module'})"
                 )
-                fix = f"remove or rename {_offender(origin)} (a copy beside the training script, on PYTHONPATH or in a zip)"
+                offender = _offender(origin, module, home)
+                fix = f"remove or rename {offender} (a copy beside the training script, on PYTHONPATH or in a zip)"
                 problems.append(Mismatch("shadowed", home.label, detail, fix + ", then start the run again"))
             for module, source, cached in foreign_bytecode(home) if home.hashed else ():
                 detail = (
@@ -416,10 +417,10 @@ class Lab:
         included): the first one found is the one every lookup uses, so a copy earlier on sys.path stands in for
         the installed distribution, its files and its entry points."""
         problems = []
-        for key, (name, _) in sorted(self._pins.items()):
+        for _key, (name, _) in sorted(self._pins.items()):
             places: dict[str, Any] = {}
             for dist in metadata.distributions(name=name):
-                place = str(getattr(dist, "_path", "") or Path(dist.locate_file("")).resolve())
+                place = str(getattr(dist, "_path", "") or Path(str(dist.locate_file(""))).resolve())
                 places.setdefault(str(Path(place).resolve()), dist)
             if len(places) > 1:
                 first, *others = places
