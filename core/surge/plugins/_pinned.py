@@ -131,30 +131,57 @@ def own_files(dist: Any) -> tuple[dict[str, Path], dict[str, Path]]:
     """A distribution's own files, the set its hash covers and the guard trusts: normalised ``RECORD`` path ->
     the resolved file, for every counted entry inside its installation folder; and, apart, the counted entries that
     are links leading out of it (path -> where they lead), which are neither."""
-    base = Path(dist.locate_file("")).resolve()
+    base = os.path.realpath(str(dist.locate_file("")))
     own: dict[str, Path] = {}
     outside: dict[str, Path] = {}
+    folders: dict[str, str] = {}  # each folder resolved once: a RECORD lists hundreds of files in a few folders
     for entry in dist.files or ():
         relative = _counted(PurePosixPath(str(entry)))
         if relative is None:
             continue
+        folder, name = os.path.split(os.path.join(base, relative))
         try:
-            located = (base / relative).resolve()
+            real = folders.get(folder) or folders.setdefault(folder, os.path.realpath(folder))
+            located = os.path.join(real, name)
+            if os.path.islink(located):
+                located = os.path.realpath(located)
         except (OSError, RuntimeError):
-            outside[relative] = base / relative
+            outside[relative] = Path(base, relative)
             continue
-        if located.is_relative_to(base):
-            own[relative] = located
+        if located == base or located.startswith(base + os.sep):
+            own[relative] = Path(located)
         else:
-            outside[relative] = located
+            outside[relative] = Path(located)
     return own, outside
 
 
 def home_of(dist: Any, entry_points: Iterable[str] = (), hashed: bool = False) -> Home | None:
     """The home of an installed distribution (``None`` for ``surge.testing``'s in-memory ones, which have
-    no files); ``entry_points`` are the modules its entry points name, guarded too."""
+    no files); ``entry_points`` are the modules its entry points name, guarded too.
+
+    Remembered per process while its ``RECORD`` is unchanged: resolving every listed file costs more than the rest of
+    a run's lab check. A file that turns into a link later is still refused, since :meth:`Home.owns` resolves the
+    file an import would run each time."""
     if not hasattr(dist, "locate_file"):
         return None
+    entry_points = tuple(entry_points)
+    try:
+        record = Path(dist._path, "RECORD").stat()  # a PathDistribution's metadata folder
+        key: tuple[Any, ...] | None = (str(dist._path), record.st_mtime_ns, record.st_size, entry_points, hashed)
+    except (AttributeError, OSError, TypeError):
+        key = None
+    if key is not None and key in _homes:
+        return _homes[key]
+    home = _home_of(dist, entry_points, hashed)
+    if key is not None:
+        _homes[key] = home
+    return home
+
+
+_homes: dict[tuple[Any, ...], Home] = {}
+
+
+def _home_of(dist: Any, entry_points: tuple[str, ...], hashed: bool) -> Home:
     own, outside = own_files(dist)
     roots = _editable_roots(dist, own)
     folder = Path(dist.locate_file("")).resolve()
@@ -294,8 +321,11 @@ def foreign_modules(home: Home) -> list[tuple[str, str]]:
     imported first) from a file that is not one of its own (a copy in the script's folder, on ``PYTHONPATH``, in a
     zip): ``(module, file)``, the top-most of each."""
     found: list[tuple[str, str]] = []
+    tops = {module.partition(".")[0] for module in home.modules}
     for name, module in sorted(sys.modules.items()):
-        if not any(p in home.modules for p in _prefixes(name)) or any(name.startswith(f + ".") for f, _ in found):
+        if name.partition(".")[0] not in tops or not any(p in home.modules for p in _prefixes(name)):
+            continue
+        if any(name.startswith(f + ".") for f, _ in found):
             continue
         spec = getattr(module, "__spec__", None)
         origin = getattr(spec, "origin", None)
@@ -328,7 +358,10 @@ def foreign_bytecode(home: Home) -> list[tuple[str, str, str]]:
     script) from a byte-code cache that does not hold their source's code: ``(module, source, cache)``. The
     code such a module ran cannot be taken back, but the run can still refuse."""
     found = []
+    tops = {module.partition(".")[0] for module in home.modules}
     for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in tops:
+            continue
         spec = getattr(module, "__spec__", None)
         if not any(p in home.modules for p in _prefixes(name)) or spec is None or (name, id(module)) in _verified:
             continue

@@ -317,7 +317,10 @@ class Lab:
                         else "install the distribution that provides it",
                     )
                 )
-        problems += self._origins(installed) + self._clashes(installed) + self._twice() + self._startup(installed)
+        homes = self.homes(installed)
+        problems += (
+            self._origins(installed, homes) + self._clashes(installed) + self._twice() + self._startup(installed)
+        )
         if settings is not None and not [p for p in problems if p.kind not in STARTUP_KINDS]:
             problems += self._imports(settings)
         return problems
@@ -335,14 +338,14 @@ class Lab:
                 homes.append(home)
         return homes
 
-    def _origins(self, installed: dict[str, tuple[Any, dict[str, str]]]) -> list[Mismatch]:
+    def _origins(self, installed: dict[str, tuple[Any, dict[str, str]]], homes: list[Home]) -> list[Mismatch]:
         """Each pinned plugin's entry point leads to a module, every module on the way is the pinned
         distribution's own file (not a folder of the same name earlier on sys.path), every module of a pinned
         distribution imported before the lab was read (``surge`` itself) came from its own files, nothing foreign
         sits in its package folders, and under a hash no module imported before the lab was read ran byte-code
         other than its source's."""
         problems = []
-        for home in self.homes(installed):
+        for home in homes:
             key = canonicalize_name(home.distribution)
             plugins = {
                 n: v for n, v in installed.get(key, (None, {}))[1].items() if self.profile.plugins.get(n) is not False
@@ -451,10 +454,15 @@ class Lab:
         return problems
 
     def planted(self) -> list[Mismatch]:
-        """Byte-code caches of hashed pinned distributions that hold other code than their source (which a run under
-        the hash never reads, but an import before the lab or outside it runs): ``surge plugins check`` adds them."""
+        """Byte-code caches of the hashed pinned plugin distributions and of ``surge`` that hold other code than their
+        source (which a run under the hash never reads, but an import before the lab or outside it runs):
+        ``surge plugins check`` adds them. (Each cache is compared by compiling its source: the other pinned
+        distributions, dependencies and start-up code, are left out.)"""
+        installed = _plugin_distributions()
         problems = []
-        for home in self.homes():
+        for home in self.homes(installed):
+            if canonicalize_name(home.distribution) not in {*installed, "surge"}:
+                continue
             for source, cached in planted_bytecode(home) if home.hashed else ():
                 detail = (
                     f"the byte-code cache {cached} holds other code than its hashed source {source}; a run under this "
@@ -581,12 +589,10 @@ def find(settings: SurgeSettings, cwd: Path | None = None) -> tuple[Lab | None, 
                         f"SURGE_LAB (or --lab) names {lab.source}, which replaces it. To run under the project's "
                         "table, unset SURGE_LAB and leave out --lab"
                     )
-                continue
+                break  # SURGE_LAB decides: only the project's own table is worth a word
             lab = _from_pyproject(pyproject)
         elif _has_table(pyproject):
             why = "has a [tool.surge.lab] table of its own" if lab else "has no [tool.surge.lab] table"
-            if settings.lab:
-                continue  # SURGE_LAB decides: only the project's own table is worth a word
             passed_over.append(
                 f"the lab profile {pyproject} [tool.surge.lab] does not apply here: the nearest pyproject.toml, "
                 f"{nearest}, decides, and it {why}. To run under it, copy the table into {nearest}, or pass "
