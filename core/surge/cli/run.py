@@ -391,9 +391,9 @@ def options_reference() -> str:
             continue
         if plugin.kind == "provider":
             slots = "; ".join(f"{slot}: {', '.join(sorted(names))}" for slot, names in plugin.provides.items())
-            lines.append(f"  {record.name} (provider; {slots})")
-            continue
-        state = "on by default" if plugin.default else "off unless requested"
+            state = f"provider; {slots}"
+        else:
+            state = "on by default" if plugin.default else "off unless requested"
         lines.append(
             f"  {record.name} ({record.distribution or '?'} {record.version or '?'}, {state})"
             + (f": {plugin.description}" if plugin.description else "")

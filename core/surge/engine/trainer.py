@@ -960,7 +960,7 @@ class Trainer:
                 "distribution": s.distribution,
                 "version": s.version,
                 "tier": s.tier.name.lower(),
-                "origin": getattr(records.get(s.name.split(".")[0]), "origin", "") or None,
+                "origin": _origin(records.get(s.name.split(".")[0]), s),
                 "lab": self.catalog.lab,
             }
             for s in self._plugin_subscribers
@@ -1005,6 +1005,14 @@ class Trainer:
 def _unwrap(obj: object) -> object:
     """The object the user passed: a foreign callback or logger rather than the adapter standing for it."""
     return getattr(obj, "__wrapped__", obj)
+
+
+def _origin(record: Any, subscriber: Subscriber) -> str | None:
+    """The file a subscriber's plugin module was imported from: only for a subscriber its plugin built (an object
+    passed in under a plugin's name is not that plugin's and has no origin)."""
+    if record is None or subscriber.distribution is None or subscriber.distribution != record.distribution:
+        return None
+    return getattr(record, "origin", "") or None
 
 
 def _val_data_given(passed: Any, datamodule: DataModule | None, module: Module) -> str:

@@ -23,12 +23,24 @@ __all__ = ["Accelerator", "Strategy", "Precision", "move_to_device"]
 
 
 class Accelerator:
-    """One kind of device. Subclasses set ``name`` and ``device_type`` and override what differs."""
+    """One kind of device. Subclasses set ``name`` and ``device_type`` and override what differs.
+
+    The API a provider implements (docs/plugins.md, "Accelerators"): ``is_available()`` (a class method: whether
+    this machine has the device; ``accelerator="name"`` refuses an unavailable one), ``device_count()``,
+    ``parse_devices(devices)`` (the Trainer's ``devices`` as indices, with an error saying what exists),
+    ``device(index)``, ``setup_device(device)`` (make it current, once per run, in the strategy's
+    ``setup_environment``) and ``teardown()``. It is built with no arguments; settings come through
+    ``configure(settings)`` when its plugin declares a model. Like any provider object it is a subscriber of the
+    run's bus: a ``@surge.hookimpl`` handler reads the run (``event.trainer.run_dir``, the run directory) there."""
 
     name: ClassVar[str] = ""
     device_type: ClassVar[str] = ""
-    auto_priority: ClassVar[int] = 0
-    """``accelerator="auto"`` picks the available accelerator with the highest priority."""
+    auto_priority: ClassVar[int | None] = None
+    """How ``accelerator="auto"`` ranks this accelerator among the available ones: the highest wins (surge-devices:
+    ``cpu`` 0, ``mps`` 10, ``cuda`` 20; surge-tpu: ``tpu`` 30). ``None`` (the default): never chosen by ``auto``, so
+    installing an accelerator never changes what ``auto`` means unless it says so. Only a value set in the class's own
+    body counts (a subclass of another accelerator inherits none), and two available ones at the top with one value
+    are an error naming both."""
 
     inference_mode_ok: ClassVar[bool] = True
     """Whether evaluation on this device may run under ``torch.inference_mode``; False (XLA, which has no
