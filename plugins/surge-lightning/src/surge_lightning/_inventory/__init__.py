@@ -52,6 +52,8 @@ class Entry:
     status: Status
     tests: tuple[str, ...] = ()
     """implemented: the pytest node ids that compare it with Lightning."""
+    differs: str = ""
+    """implemented: where Surge's behaves otherwise than Lightning's, when it does (docs/porting.md shows it)."""
     spelling: str = ""
     """mapped: Surge's spelling."""
     reason: str = ""
@@ -152,19 +154,20 @@ def load(path: Path = FILE) -> Inventory:
 
 
 _FORMS = {
-    "implemented": {"implemented"},
-    "mapped": {"mapped", "why"},
-    "refused": {"refused", "use"},
+    "implemented": ({"implemented"}, {"implemented", "differs"}),
+    "mapped": ({"mapped", "why"},),
+    "refused": ({"refused", "use"},),
 }
 
 
 def _entry(section: str, name: str, value: object, problems: list[str], path: Path) -> Entry:
     where = f"[{section}] {name}" if name else f"[modules] {section}"
     kinds = [kind for kind in STATUSES if isinstance(value, dict) and kind in value]
-    if not isinstance(value, dict) or len(kinds) != 1 or set(value) != _FORMS[kinds[0]]:
+    if not isinstance(value, dict) or len(kinds) != 1 or set(value) not in _FORMS[kinds[0]]:
         problems.append(
-            f"{where}: expected one of {{implemented = [test node ids]}}, {{mapped = \"Surge's spelling\", "
-            f'why = "..."}}, {{refused = "why", use = "what instead"}}; got {value!r}'
+            f"{where}: expected one of {{implemented = [test node ids]}} (with differs = \"...\" where Surge's "
+            f"behaves otherwise), {{mapped = \"Surge's spelling\", why = \"...\"}}, "
+            f'{{refused = "why", use = "what instead"}}; got {value!r}'
         )
         return Entry(section, name, "refused")
     kind = kinds[0]
@@ -173,8 +176,11 @@ def _entry(section: str, name: str, value: object, problems: list[str], path: Pa
         if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t for t in tests):
             problems.append(f"{where}: implemented needs a non-empty list of test node ids, got {tests!r}")
             return Entry(section, name, "refused")
-        return Entry(section, name, "implemented", tests=tuple(tests))
-    texts = {key: value[key] for key in _FORMS[kind]}
+        differs = value.get("differs", "")
+        if not isinstance(differs, str) or ("differs" in value and not differs.strip()):
+            problems.append(f"{where}: differs needs a non-empty string, got {differs!r}")
+        return Entry(section, name, "implemented", tests=tuple(tests), differs=str(differs))
+    texts = {key: value[key] for key in _FORMS[kind][0]}
     if not all(isinstance(text, str) and text.strip() for text in texts.values()):
         problems.append(f"{where}: {kind} needs non-empty strings for {sorted(texts)}, got {value!r}")
     if kind == "mapped":
