@@ -6,6 +6,7 @@ member at the same hooks, and each member's test compares the readings. The inve
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import os
 import types
@@ -17,6 +18,7 @@ import lightning.pytorch as lightning
 import pytest
 import surge.compat
 import surge_callbacks
+import surge_swa
 import torch
 from surge_lightning import _inventory as inventory
 from torch.utils.data import DataLoader, TensorDataset
@@ -26,7 +28,13 @@ surge_lightning = types.SimpleNamespace(
     **{name: getattr(surge.compat, name) for name in surge.compat.__all__},
     loggers=surge.compat.loggers,
     profilers=types.SimpleNamespace(SimpleProfiler=surge.compat.SimpleProfiler),
-    callbacks=types.SimpleNamespace(EarlyStopping=surge_callbacks.EarlyStopping),
+    callbacks=types.SimpleNamespace(
+        EarlyStopping=surge_callbacks.EarlyStopping,
+        DeviceStatsMonitor=surge_callbacks.DeviceStatsMonitor,
+        GradientAccumulationScheduler=surge_callbacks.GradientAccumulationScheduler,
+        Timer=surge_callbacks.Timer,
+        StochasticWeightAveraging=surge_swa.StochasticWeightAveraging,
+    ),
 )
 FRAMEWORKS = {"lightning": lightning, "surge": surge_lightning}
 
@@ -369,3 +377,130 @@ def test_logger_member_as_lightning(name: str, tmp_path: Path) -> None:
         return getattr(Mine(), name)
 
     assert mine(surge_lightning) == mine(lightning)
+
+
+def _fit_with(
+    framework: Any, root: Path, callbacks: list[Any], ckpt_path: str | None = None, **options: Any
+) -> tuple[Any, Any, list[dict[str, str]]]:
+    """A small fit under ``framework`` with ``callbacks`` and a CSVLogger: the trainer, the model, metrics.csv's rows."""
+    L = framework
+
+    class Model(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    x = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(TensorDataset(x, x.sum(dim=1, keepdim=True)), batch_size=4)
+    arguments = {"max_epochs": 2, "limit_train_batches": 4, "log_every_n_steps": 2, **options}
+    trainer = L.Trainer(
+        **arguments, accelerator="cpu", devices=1, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=False, default_root_dir=str(root), logger=L.loggers.CSVLogger(str(root)),
+        callbacks=callbacks,
+    )  # fmt: skip
+    model = Model()
+    here = Path.cwd()
+    root.mkdir(parents=True, exist_ok=True)
+    os.chdir(root)
+    try:
+        trainer.fit(model, loader, ckpt_path=ckpt_path)
+    finally:
+        os.chdir(here)
+    rows: list[dict[str, str]] = []
+    for path in root.rglob("metrics.csv"):  # none when nothing was logged
+        with open(path, newline="") as f:
+            rows += csv.DictReader(f)
+    return trainer, model, rows
+
+
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+SERVED_CALLBACKS = ("DeviceStatsMonitor", "GradientAccumulationScheduler", "StochasticWeightAveraging", "Timer")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SERVED_CALLBACKS)
+def test_served_callback_as_lightning(name: str, tmp_path: Path) -> None:
+    """Each callback under Lightning's name and arguments, in a fit under each framework, compared."""
+    made = {
+        "GradientAccumulationScheduler": lambda cls: cls(scheduling={0: 2, 1: 1}),
+        "StochasticWeightAveraging": lambda cls: cls(swa_lrs=0.01, swa_epoch_start=1),
+        "Timer": lambda cls: cls(duration="00:01:00:00", interval="step"),
+        "DeviceStatsMonitor": lambda cls: cls(cpu_stats=True),
+    }[name]
+    rates: dict[str, list[float]] = {"surge": [], "lightning": []}
+
+    def rates_of(framework: Any, key: str) -> Any:
+        class Rates(framework.Callback):
+            def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+                rates[key].append(optimizer.param_groups[0]["lr"])
+
+        return Rates()
+
+    made_ours = [made(getattr(surge_lightning.callbacks, name)), rates_of(surge_lightning, "surge")]
+    ours = _fit_with(surge_lightning, tmp_path / "surge", made_ours)
+    made_theirs = [made(getattr(lightning.callbacks, name)), rates_of(lightning, "lightning")]
+    theirs = _fit_with(lightning, tmp_path / "lightning", made_theirs)
+    assert ours[0].global_step == theirs[0].global_step
+    assert ours[0].current_epoch == theirs[0].current_epoch
+    assert rates["surge"] == rates["lightning"]
+    if name == "DeviceStatsMonitor":  # the steps written with CPU statistics (Surge's rows are one step later)
+        assert inventory.load().entry("lightning.pytorch.callbacks", name).differs
+
+        def steps(rows: list[dict[str, str]], shift: int) -> set[int]:
+            return {int(r["step"]) + shift for r in rows if any(k.endswith("cpu_percent") and v for k, v in r.items())}
+
+        assert steps(ours[2], 0) == steps(theirs[2], 1) != set()
+    elif name == "StochasticWeightAveraging":  # the learning rates above; what is averaged differs
+        assert inventory.load().entry("lightning.pytorch.callbacks", name).differs
+        assert not _same_weights(ours[1], theirs[1])  # when they agree, drop this and the `differs`
+    elif name == "Timer":  # which stages it timed
+        timers = [next(c for c in run[0].callbacks if type(c).__name__ == "Timer") for run in (ours, theirs)]
+        stages = ("train", "validate", "test")
+        timed = [[(t.start_time(s) is not None, t.end_time(s) is not None) for s in stages] for t in timers]
+        assert timed[0] == timed[1]
+        assert _same_weights(ours[1], theirs[1])
+    else:
+        assert _same_weights(ours[1], theirs[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ("state_key", "state_dict", "load_state_dict"))
+def test_callback_member_as_lightning(name: str, tmp_path: Path) -> None:
+    """A Callback's state saved in a checkpoint and given back by a resumed fit, under each framework."""
+
+    def run(framework: Any, root: Path) -> list[Any]:
+        seen: list[Any] = []
+
+        class Counting(framework.Callback):
+            def __init__(self) -> None:
+                self.batches = 0
+
+            def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+                self.batches += 1
+
+            def state_dict(self) -> dict[str, Any]:
+                return {"batches": self.batches}
+
+            def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+                seen.append(dict(state_dict))
+                self.batches = state_dict["batches"]
+
+        first = Counting()
+        trainer = _fit_with(framework, root / "first", [first])[0]
+        trainer.save_checkpoint(str(root / "saved.ckpt"))
+        again = Counting()
+        _fit_with(framework, root / "again", [again], ckpt_path=str(root / "saved.ckpt"), max_epochs=3)
+        return [first.state_key, seen, again.batches]
+
+    ours, theirs = run(surge_lightning, tmp_path / "surge"), run(lightning, tmp_path / "lightning")
+    assert ours == theirs
