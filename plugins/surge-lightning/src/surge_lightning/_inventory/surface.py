@@ -205,8 +205,8 @@ def hooks(source_root: Path, names: dict[str, set[str]]) -> dict[str, set[str]]:
     """The hooks Lightning's loops call, per class section, read from the source under ``source_root``
     (``lightning/pytorch``); ``names`` holds the class members, which decide whether a strategy hook reaches the
     Module."""
-    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(source_root.rglob("*.py"))}
-    reader = _HookReader(trees)
+    sources = {path: path.read_text(encoding="utf-8") for path in sorted(source_root.rglob("*.py"))}
+    reader = _HookReader(sources)
     found: dict[str, set[str]] = {}
     for caller, hook_names in reader.calls():
         section = CALLERS[caller]
@@ -225,25 +225,38 @@ class _HookReader:
     """Reads the hook names passed to Lightning's hook callers, following a name to its assignments in the function,
     a parameter to the calls of its function, and ``self.<field>`` to the constructor calls of the class."""
 
-    def __init__(self, trees: dict[Path, ast.Module]) -> None:
-        self.trees = trees
+    def __init__(self, sources: dict[Path, str]) -> None:
+        self.sources = sources
         self.read_by_hand: set[str] = set()
+        self._trees: dict[Path, ast.Module] = {}
         self.functions: list[tuple[Path, ast.ClassDef | None, ast.FunctionDef]] = []
-        self.calls_by_name: dict[str, list[ast.Call]] = {}
-        for path, tree in trees.items():
+        for path, text in sources.items():
+            if not any(name in text for name in (*CALLERS, "_call_callbacks_")):
+                continue  # no call of a hook caller here: parsed only if a name is followed into it
+            tree = self._tree(path)
             for node in ast.walk(tree):
                 if isinstance(node, ast.ClassDef):
                     for item in node.body:
                         if isinstance(item, ast.FunctionDef):
                             self.functions.append((path, node, item))
-                elif isinstance(node, ast.Call):
-                    callee = _callee(node)
-                    if callee:
-                        self.calls_by_name.setdefault(callee, []).append(node)
             for node in tree.body:
                 if isinstance(node, ast.FunctionDef):
                     self.functions.append((path, None, node))
-        self.classes = {cls.name: cls for _, cls, _ in self.functions if cls is not None}
+
+    def _tree(self, path: Path) -> ast.Module:
+        if path not in self._trees:
+            self._trees[path] = ast.parse(self.sources[path])
+        return self._trees[path]
+
+    def _calls_of(self, callee: str) -> list[ast.Call]:
+        """Every call of the function or class named ``callee`` in Lightning's source."""
+        return [
+            node
+            for path, text in self.sources.items()
+            if f"{callee}(" in text
+            for node in ast.walk(self._tree(path))
+            if isinstance(node, ast.Call) and _callee(node) == callee
+        ]
 
     def calls(self) -> Iterator[tuple[str, set[str]]]:
         """(caller, the hook names one call passes) for every call of a hook caller."""
@@ -326,7 +339,7 @@ class _HookReader:
     def _from_calls(self, callee: str, index: int, keyword: str, where: str) -> set[str]:
         """The strings the calls of ``callee`` pass at position ``index`` (or as ``keyword``)."""
         found: set[str] = set()
-        calls = self.calls_by_name.get(callee, [])
+        calls = self._calls_of(callee)
         if not calls:
             raise LookupError(f"{where}: the hook name comes from calls of {callee}, and the inventory finds none")
         for call in calls:
