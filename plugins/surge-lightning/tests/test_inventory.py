@@ -35,6 +35,11 @@ def test_no_line_names_what_lightning_does_not_have(lightning: surface.Surface) 
     assert check.stale(lightning, inventory.load()) == []
 
 
+def test_the_hooks_refused_are_flagged_as_hooks(lightning: surface.Surface) -> None:
+    """``hook = true`` makes Surge refuse a user's override: it sits on every refused hook and on nothing else."""
+    assert check.hook_flags(lightning, inventory.load()) == []
+
+
 def test_every_implemented_name_names_tests_that_exist() -> None:
     assert check.missing_tests(inventory.load(), ROOT) == []
 
@@ -72,6 +77,7 @@ def test_a_line_lightning_does_not_have_is_stale(lightning: surface.Surface, tmp
         'Timer = {mapped = "x", why = "y", use = "z"}',
         'Timer = "implemented"',
         'Timer = {implemented = ["a::b"], differs = ""}',
+        'Timer = {refused = "why", use = "instead", hook = true}',
     ],
 )
 def test_a_malformed_line_is_named(line: str, tmp_path: Path) -> None:
@@ -102,6 +108,7 @@ def test_the_inventory_imports_no_lightning_at_run_time() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_the_command_reports_the_counts_and_no_problem() -> None:
     from surge_lightning._inventory.__main__ import main
 

@@ -23,9 +23,9 @@ import functools
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
-from surge.errors import SurgeError
+from surge.errors import ConfigError, SurgeError
 
 FILE = Path(__file__).with_name("lightning.toml")
 
@@ -60,6 +60,9 @@ class Entry:
     """mapped: why Lightning's path cannot be kept; refused: why Surge does not serve it."""
     use: str = ""
     """refused: what to use instead."""
+    hook: bool = False
+    """refused or mapped member: Lightning's loops call it, so a user's override of it is refused (Surge would not
+    call it). Written in the file as ``hook = true``; the check compares it with the hooks read from Lightning."""
 
     @property
     def lightning(self) -> str:
@@ -127,6 +130,51 @@ class Inventory:
         return {name: e for name, e in self.sections.get(section, {}).items() if e.status != "implemented"}
 
 
+def lightning_path(path: str) -> str:
+    """A ``surge_lightning`` dotted path as Lightning spells it (the porting rule backwards)."""
+    if path == "surge_lightning" or path.startswith("surge_lightning."):
+        return "lightning" + path[len("surge_lightning") :]
+    raise ValueError(f"{path!r} is not a surge_lightning path")
+
+
+def refused_name(module: str, name: str) -> Refused | None:
+    """The error for ``name`` of the module ``module`` (``surge_lightning.pytorch.callbacks``) when the inventory
+    refuses or maps it; ``None`` when it serves it or has no line for it (then the module says what it has)."""
+    entry = load().entry(lightning_path(module), name)
+    return Refused(entry) if entry is not None and entry.status != "implemented" else None
+
+
+def refuse_module(module: str) -> NoReturn:
+    """Raise the error of a module the inventory refuses whole: the file of such a module calls this with its
+    ``__name__``, so importing it (or anything under it) says why and what to use."""
+    entry = load().refused_module(lightning_path(module))
+    if entry is None:
+        raise LookupError(f"{module} calls refuse_module, but {FILE.name} does not refuse {lightning_path(module)}")
+    raise Refused(entry)
+
+
+def refused_member(section: str, name: str) -> RefusedMember | None:
+    """The error for the member ``name`` of the class section ``section`` (``lightning.pytorch.Trainer``) when the
+    inventory refuses or maps it; for a class's ``__getattr__``, which Python calls for missing names only."""
+    entry = load().not_served(section).get(name)
+    return RefusedMember(entry) if entry is not None else None
+
+
+def check_overrides(cls: type, section: str, base: type, where: str) -> None:
+    """A :class:`ConfigError` naming each refused hook of ``section`` that ``cls`` (a user's LightningModule,
+    LightningDataModule or Callback class) defines itself, below ``base``: Surge would never call it, so the
+    override would be silently ignored. ``where`` names the object (``trainer.fit(model)``)."""
+    mro = cls.__mro__
+    own = mro[: mro.index(base)] if base in mro else mro
+    problems = [
+        (f"{where}: {cls.__qualname__}.{name}", f"{entry.message()}")
+        for name, entry in load().not_served(section).items()
+        if entry.hook and any(name in vars(k) for k in own)
+    ]
+    if problems:
+        raise ConfigError(problems, source=f"the hooks {cls.__qualname__} overrides")
+
+
 def mirrored(path: str) -> str:
     """A Lightning dotted path under the mechanical porting rule: ``lightning`` -> ``surge_lightning``
     (``lightning.pytorch`` -> ``surge_lightning.pytorch``)."""
@@ -155,8 +203,8 @@ def load(path: Path = FILE) -> Inventory:
 
 _FORMS = {
     "implemented": ({"implemented"}, {"implemented", "differs"}),
-    "mapped": ({"mapped", "why"},),
-    "refused": ({"refused", "use"},),
+    "mapped": ({"mapped", "why"}, {"mapped", "why", "hook"}),
+    "refused": ({"refused", "use"}, {"refused", "use", "hook"}),
 }
 
 
@@ -167,7 +215,7 @@ def _entry(section: str, name: str, value: object, problems: list[str], path: Pa
         problems.append(
             f"{where}: expected one of {{implemented = [test node ids]}} (with differs = \"...\" where Surge's "
             f"behaves otherwise), {{mapped = \"Surge's spelling\", why = \"...\"}}, "
-            f'{{refused = "why", use = "what instead"}}; got {value!r}'
+            f'{{refused = "why", use = "what instead"}} (the last two with hook = true for a hook); got {value!r}'
         )
         return Entry(section, name, "refused")
     kind = kinds[0]
@@ -183,6 +231,9 @@ def _entry(section: str, name: str, value: object, problems: list[str], path: Pa
     texts = {key: value[key] for key in _FORMS[kind][0]}
     if not all(isinstance(text, str) and text.strip() for text in texts.values()):
         problems.append(f"{where}: {kind} needs non-empty strings for {sorted(texts)}, got {value!r}")
+    if value.get("hook", True) is not True or ("hook" in value and section not in CLASS_SECTIONS):
+        problems.append(f"{where}: hook = true is the only value, and only a class's member has it; got {value!r}")
+    hook = value.get("hook") is True
     if kind == "mapped":
-        return Entry(section, name, "mapped", spelling=str(value["mapped"]), reason=str(value["why"]))
-    return Entry(section, name, "refused", reason=str(value["refused"]), use=str(value["use"]))
+        return Entry(section, name, "mapped", spelling=str(value["mapped"]), reason=str(value["why"]), hook=hook)
+    return Entry(section, name, "refused", reason=str(value["refused"]), use=str(value["use"]), hook=hook)

@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     problems = [f"unclassified: [{s}] {n}" if n else f"unclassified module: {s}" for s, n in missing]
     problems += [f"stale: {p}" for p in check.stale(lightning, inventory)]
+    problems += [f"hook flag: {p}" for p in check.hook_flags(lightning, inventory)]
     problems += [f"no such test: {p}" for p in check.missing_tests(inventory, args.root)]
     counts = Counter(e.status for e in inventory.entries())
     print(

@@ -49,6 +49,19 @@ def stale(surface: Surface, inventory: Inventory) -> list[str]:
     return found
 
 
+def hook_flags(surface: Surface, inventory: Inventory) -> list[str]:
+    """Refused or mapped members whose ``hook = true`` disagrees with the hooks read from Lightning's loops: the flag
+    is what makes Surge refuse a user's override, so it must be on every such hook and on nothing else."""
+    found: list[str] = []
+    for section in CLASS_SECTIONS:
+        hooks = surface.hooks.get(section, set())
+        for name, entry in inventory.not_served(section).items():
+            if entry.hook != (name in hooks):
+                said = "Lightning's loops call it: add hook = true" if name in hooks else "not a hook: drop hook = true"
+                found.append(f"[{section}] {name}: {said}")
+    return found
+
+
 def missing_tests(inventory: Inventory, root: Path) -> list[str]:
     """The test node ids of implemented entries that do not exist under ``root`` (the repository): the file, and the
     test function (``test_x``, ``TestX::test_x``; a parametrized id ``test_x[case]`` needs ``test_x``)."""
