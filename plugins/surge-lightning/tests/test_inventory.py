@@ -63,7 +63,11 @@ def test_a_line_deleted_from_the_file_is_caught(lightning: surface.Surface, tmp_
 def test_a_line_lightning_does_not_have_is_stale(lightning: surface.Surface, tmp_path: Path) -> None:
     text = inventory.FILE.read_text(encoding="utf-8")
     edited = tmp_path / "stale.toml"
-    edited.write_text(text.replace('["lightning.pytorch.callbacks"]\n', '["lightning.pytorch.callbacks"]\nGone = {refused = "r", use = "u"}\n'))
+    edited.write_text(
+        text.replace(
+            '["lightning.pytorch.callbacks"]\n', '["lightning.pytorch.callbacks"]\nGone = {refused = "r", use = "u"}\n'
+        )
+    )
     assert check.stale(lightning, inventory.load(edited)) == [
         f"[lightning.pytorch.callbacks] Gone: Lightning {lightning.version} has no such name"
     ]
@@ -72,7 +76,7 @@ def test_a_line_lightning_does_not_have_is_stale(lightning: surface.Surface, tmp
 @pytest.mark.parametrize(
     "line",
     [
-        'Timer = {implemented = []}',
+        "Timer = {implemented = []}",
         'Timer = {refused = "why"}',
         'Timer = {mapped = "x", why = "y", use = "z"}',
         'Timer = "implemented"',
@@ -90,7 +94,10 @@ def test_a_malformed_line_is_named(line: str, tmp_path: Path) -> None:
 def test_the_hooks_are_read_from_lightnings_loops(lightning: surface.Surface) -> None:
     """A sample of what the ast walk must find: calls with a literal name, a name chosen by a conditional, a name
     passed through a helper's parameter, a dataclass field, and the callback state helpers."""
-    module, callback = lightning.hooks["lightning.pytorch.LightningModule"], lightning.hooks["lightning.pytorch.Callback"]
+    module, callback = (
+        lightning.hooks["lightning.pytorch.LightningModule"],
+        lightning.hooks["lightning.pytorch.Callback"],
+    )
     assert {"optimizer_step", "lr_scheduler_step", "configure_gradient_clipping"} <= module
     assert {"on_test_batch_start", "on_validation_batch_start", "test_step", "validation_step"} <= module
     assert {"on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer"} <= module

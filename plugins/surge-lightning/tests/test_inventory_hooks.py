@@ -239,7 +239,7 @@ HOOKS = sorted(
 
 KNOWN = {
     "on_train_batch_end": lambda call: call[:2] + call[3:],
-    "val_dataloader": lambda call: call[:1] + (call[1][:3],),
+    "val_dataloader": lambda call: (*call[:1], call[1][:3]),
 }
 """What Surge does otherwise than Lightning, left out of the comparison (each has `differs` in the inventory): the
 ``outputs`` ``on_train_batch_end`` gets, and whether ``val_dataloader`` is called inside the sanity check."""

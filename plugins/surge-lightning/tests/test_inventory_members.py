@@ -67,7 +67,9 @@ def _type(value: Any) -> str | None:
 
 TRAINER: dict[str, Callable[[Any, Any], Any]] = {
     "accelerator": lambda t, m: _type(t.accelerator),
-    "callbacks": lambda t, m: [_type(c) for c in t.callbacks if _type(c) in ("Probe", "EarlyStopping", "ModelCheckpoint")],
+    "callbacks": lambda t, m: [
+        _type(c) for c in t.callbacks if _type(c) in ("Probe", "EarlyStopping", "ModelCheckpoint")
+    ],
     "checkpoint_callback": lambda t, m: [_type(t.checkpoint_callback), t.checkpoint_callback.best_model_path],
     "checkpoint_callbacks": lambda t, m: [_type(c) for c in t.checkpoint_callbacks],
     "datamodule": lambda t, m: _type(t.datamodule),
@@ -261,7 +263,9 @@ def _program(framework: Any, root: Path) -> dict[str, Any]:
     path = root / "saved.ckpt"
     trainer.save_checkpoint(str(path))
     loaded = Model.load_from_checkpoint(str(path))
-    results["save_checkpoint"] = [torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values())]
+    results["save_checkpoint"] = [
+        torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values())
+    ]
     run[0] = "resumed fit"
     make_trainer(max_epochs=3).fit(Model(), datamodule=data, ckpt_path=trainer.checkpoint_callback.best_model_path)
     readings[("datamodule", "hparams")] = [("after the runs", _plain(dict(data.hparams), root))]
@@ -322,7 +326,9 @@ KNOWN: dict[tuple[str, str], Callable[[str, Any], Any]] = {
     ("trainer", "predict_dataloaders"): _stage_loaders("predict"),
     ("datamodule", "setup"): lambda where, value: (value[0], getattr(value[1], "value", value[1])),
     ("datamodule", "teardown"): lambda where, value: (value[0], getattr(value[1], "value", value[1])),
-    ("datamodule", "load_state_dict"): lambda where, value: sorted(value) if where == "the resumed fit's calls" else value,
+    ("datamodule", "load_state_dict"): lambda where, value: (
+        sorted(value) if where == "the resumed fit's calls" else value
+    ),
 }
 """What Surge does otherwise than Lightning, left out of the comparison: ``KNOWN[member](where, reading)`` is the
 reading to compare, or ``SKIP``."""
@@ -337,7 +343,9 @@ def _compare(runs: dict[str, dict[str, Any]], key: tuple[str, str]) -> None:
         ours = [(where, o) for o, t, where in pairs if o is not SKIP]
         theirs = [(where, t) for o, t, where in pairs if t is not SKIP]
     differ = [(o, t) for o, t in zip(ours, theirs) if o != t]
-    assert len(ours) == len(theirs) and not differ, f"{key[0]}.{key[1]}: Surge's readings differ from Lightning's: {differ}"
+    assert len(ours) == len(theirs) and not differ, (
+        f"{key[0]}.{key[1]}: Surge's readings differ from Lightning's: {differ}"
+    )
 
 
 @pytest.mark.slow
@@ -485,7 +493,9 @@ def test_callback_member_as_lightning(name: str, tmp_path: Path) -> None:
             def __init__(self) -> None:
                 self.batches = 0
 
-            def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            def on_train_batch_end(
+                self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+            ) -> None:
                 self.batches += 1
 
             def state_dict(self) -> dict[str, Any]:

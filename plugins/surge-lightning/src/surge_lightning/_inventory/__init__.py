@@ -20,12 +20,17 @@ docs/porting.md's table from it.
 from __future__ import annotations
 
 import functools
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn
 
 from surge.errors import ConfigError, SurgeError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the core depends on tomli there
+    import tomli as tomllib
 
 FILE = Path(__file__).with_name("lightning.toml")
 
@@ -189,9 +194,7 @@ def load(path: Path = FILE) -> Inventory:
     a :class:`SurgeError` names the file, the section and the name of each line that is not."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     problems: list[str] = []
-    modules = {
-        module: _entry(module, "", value, problems, path) for module, value in data.pop("modules", {}).items()
-    }
+    modules = {module: _entry(module, "", value, problems, path) for module, value in data.pop("modules", {}).items()}
     sections = {
         section: {name: _entry(section, name, value, problems, path) for name, value in names.items()}
         for section, names in data.items()
@@ -213,8 +216,8 @@ def _entry(section: str, name: str, value: object, problems: list[str], path: Pa
     kinds = [kind for kind in STATUSES if isinstance(value, dict) and kind in value]
     if not isinstance(value, dict) or len(kinds) != 1 or set(value) not in _FORMS[kinds[0]]:
         problems.append(
-            f"{where}: expected one of {{implemented = [test node ids]}} (with differs = \"...\" where Surge's "
-            f"behaves otherwise), {{mapped = \"Surge's spelling\", why = \"...\"}}, "
+            f'{where}: expected one of {{implemented = [test node ids]}} (with differs = "..." where Surge\'s '
+            f'behaves otherwise), {{mapped = "Surge\'s spelling", why = "..."}}, '
             f'{{refused = "why", use = "what instead"}} (the last two with hook = true for a hook); got {value!r}'
         )
         return Entry(section, name, "refused")

@@ -66,18 +66,18 @@ def missing_tests(inventory: Inventory, root: Path) -> list[str]:
     """The test node ids of implemented entries that do not exist under ``root`` (the repository): the file, and the
     test function (``test_x``, ``TestX::test_x``; a parametrized id ``test_x[case]`` needs ``test_x``)."""
     found: list[str] = []
-    cache: dict[Path, set[str] | None] = {}
+    names_in: dict[str, set[str] | None] = {}  # a test file's test names; None: no such file
     for entry in inventory.entries():
         for node_id in entry.tests:
             path, _, rest = node_id.partition("::")
-            if path not in cache:
+            if path not in names_in:
                 file = root / path
-                cache[path] = set(_test_names(file)) if file.is_file() else None  # type: ignore[index]
-            names = cache[path]  # type: ignore[index]
+                names_in[path] = set(_test_names(file)) if file.is_file() else None
+            names, test = names_in[path], rest.split("[")[0]
             if names is None:
                 found.append(f"[{entry.section}] {entry.name}: {node_id}: no file {path}")
-            elif rest and rest.split("[")[0] not in names:
-                found.append(f"[{entry.section}] {entry.name}: {node_id}: {path} has no test {rest.split('[')[0]}")
+            elif test and test not in names:
+                found.append(f"[{entry.section}] {entry.name}: {node_id}: {path} has no test {test}")
     return found
 
 

@@ -58,7 +58,9 @@ def update(text: str, inventory: Inventory | None = None) -> str:
     pattern = re.compile(re.escape(start) + r"\n.*?" + re.escape(end), flags=re.DOTALL)
     found = pattern.search(text)
     if found is None:
-        raise ValueError(f"the markers of the generated inventory tables are missing: put\n{start}\n{end}\nwhere they go")
+        raise ValueError(
+            f"the markers of the generated inventory tables are missing: put\n{start}\n{end}\nwhere they go"
+        )
     return f"{text[: found.start()]}{start}\n{tables(inventory)}{end}{text[found.end() :]}"
 
 

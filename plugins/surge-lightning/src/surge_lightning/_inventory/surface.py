@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import abc
 import ast
+import contextlib
 import importlib
 import logging
 import os
@@ -185,7 +186,7 @@ def members(cls: type) -> set[str]:
 def _instance(cls: type) -> Any:
     """An instance of ``cls`` built with its defaults (an abstract class through a subclass that fills its abstract
     methods with nothing); a ``Trainer`` in a temporary directory, so that it writes nothing here."""
-    abstract = getattr(cls, "__abstractmethods__", frozenset())
+    abstract: frozenset[str] = getattr(cls, "__abstractmethods__", frozenset())
     if abstract:
         filled = {name: (lambda self, *a, **k: None) for name in abstract}
         cls = abc.ABCMeta(f"Concrete{cls.__name__}", (cls,), filled)
@@ -364,16 +365,14 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
-class _quiet:
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
     """Lightning's import and Trainer print tips and warnings; the walk keeps them out of the output."""
-
-    def __enter__(self) -> None:
-        self._disabled = logging.root.manager.disable
-        logging.disable(logging.WARNING)
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: object) -> None:
-        self._warnings.__exit__(*exc)
-        logging.disable(self._disabled)
+    disabled = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(disabled)
