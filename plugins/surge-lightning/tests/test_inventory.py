@@ -1,5 +1,5 @@
 """The inventory of Lightning's public surface, enforced: the surface regenerated from the installed Lightning
-must match the classification file (``surge_lightning/_inventory/lightning.toml``) name for name, every
+must match the classification file (``surge_lightning/inventory/lightning.toml``) name for name, every
 implemented name must name tests that exist, and the file must say what it means to (docs/porting.md,
 "The inventory")."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from surge.errors import SurgeError
-from surge_lightning import _inventory as inventory
-from surge_lightning._inventory import check, surface
+from surge_lightning import inventory
+from surge_lightning.inventory import check, surface
 
 ROOT = Path(__file__).resolve().parents[3]
 """The repository: test node ids are relative to it."""
@@ -27,7 +27,7 @@ def test_every_name_lightning_exposes_is_classified(lightning: surface.Surface) 
     missing = check.unclassified(lightning, inventory.load())
     assert not missing, (
         f"{len(missing)} name(s) of Lightning {lightning.version} are not classified in {inventory.FILE}; "
-        f"`python -m surge_lightning._inventory --missing` prints their lines:\n{check.lines_for(missing)}"
+        f"`python -m surge_lightning.inventory --missing` prints their lines:\n{check.lines_for(missing)}"
     )
 
 
@@ -109,7 +109,7 @@ def test_the_hooks_are_read_from_lightnings_loops(lightning: surface.Surface) ->
 
 def test_the_inventory_imports_no_lightning_at_run_time() -> None:
     code = (
-        "import sys, surge_lightning._inventory as inv; inv.load(); "
+        "import sys, surge_lightning.inventory as inv; inv.load(); "
         "assert not [m for m in sys.modules if m == 'lightning' or m.startswith('lightning.')], 'lightning imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -117,6 +117,6 @@ def test_the_inventory_imports_no_lightning_at_run_time() -> None:
 
 @pytest.mark.slow
 def test_the_command_reports_the_counts_and_no_problem() -> None:
-    from surge_lightning._inventory.__main__ import main
+    from surge_lightning.inventory.__main__ import main
 
     assert main(["--root", str(ROOT)]) == 0

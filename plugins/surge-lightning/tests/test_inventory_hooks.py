@@ -1,7 +1,7 @@
 """The LightningModule hooks Lightning's loops call that Surge calls too, side by side with Lightning 2.6: one
 Module overriding every such hook with Lightning's signature records each call (what it got, and the epoch and step
 it came at) through fit, validate from a checkpoint, test and predict; each hook's test compares its calls. The
-inventory (``surge_lightning/_inventory/lightning.toml``) names these tests for the hooks it classifies as
+inventory (``surge_lightning/inventory/lightning.toml``) names these tests for the hooks it classifies as
 implemented. (The hooks of the Module's steps, ``optimizer_step`` and the others, have tests/test_module_steps.py.)"""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 import lightning.pytorch as lightning
 import pytest
-import surge.compat as surge_lightning
+import surge_lightning.pytorch as surge_lightning
 import torch
-from surge_lightning import _inventory as inventory
+from surge_lightning import inventory
 from torch.utils.data import DataLoader, TensorDataset
 
 FRAMEWORKS = {"lightning": lightning, "surge": surge_lightning}

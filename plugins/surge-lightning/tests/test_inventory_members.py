@@ -1,7 +1,7 @@
 """The members of Lightning's Trainer, LightningModule, LightningDataModule and Logger that Surge serves, side by
 side with Lightning 2.6: one program runs under each (same seed, data and arguments), a probe callback reads each
 member at the same hooks, and each member's test compares the readings. The inventory
-(``surge_lightning/_inventory/lightning.toml``) names these tests for the members it classifies as implemented."""
+(``surge_lightning/inventory/lightning.toml``) names these tests for the members it classifies as implemented."""
 
 from __future__ import annotations
 
@@ -9,33 +9,17 @@ import contextlib
 import csv
 import io
 import os
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as lightning
 import pytest
-import surge.compat
-import surge_callbacks
-import surge_swa
+import surge_lightning.pytorch as surge_lightning
 import torch
-from surge_lightning import _inventory as inventory
+from surge_lightning import inventory
 from torch.utils.data import DataLoader, TensorDataset
 
-# Phase 1 of the inventory: surge.compat, with the submodules surge_lightning.pytorch will hold.
-surge_lightning = types.SimpleNamespace(
-    **{name: getattr(surge.compat, name) for name in surge.compat.__all__},
-    loggers=surge.compat.loggers,
-    profilers=types.SimpleNamespace(SimpleProfiler=surge.compat.SimpleProfiler),
-    callbacks=types.SimpleNamespace(
-        EarlyStopping=surge_callbacks.EarlyStopping,
-        DeviceStatsMonitor=surge_callbacks.DeviceStatsMonitor,
-        GradientAccumulationScheduler=surge_callbacks.GradientAccumulationScheduler,
-        Timer=surge_callbacks.Timer,
-        StochasticWeightAveraging=surge_swa.StochasticWeightAveraging,
-    ),
-)
 FRAMEWORKS = {"lightning": lightning, "surge": surge_lightning}
 
 

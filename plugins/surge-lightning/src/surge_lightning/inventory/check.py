@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from surge_lightning._inventory import CLASS_SECTIONS, Inventory
+from surge_lightning.inventory import CLASS_SECTIONS, Inventory
 
 if TYPE_CHECKING:
-    from surge_lightning._inventory.surface import Surface
+    from surge_lightning.inventory.surface import Surface
 
 
 def unclassified(surface: Surface, inventory: Inventory) -> list[tuple[str, str]]:

@@ -1,7 +1,7 @@
 """docs/porting.md's inventory tables, written from the classification file (no Lightning needed).
 
 The file holds the tables between two marker comments; :func:`update` rewrites what lies between them, and
-``python -m surge_lightning._inventory --markdown docs/porting.md`` does so in place (without a file it prints them).
+``python -m surge_lightning.inventory --markdown docs/porting.md`` does so in place (without a file it prints them).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from surge_lightning._inventory import CLASS_SECTIONS, STATUSES, Entry, Inventory, load
+from surge_lightning.inventory import CLASS_SECTIONS, STATUSES, Entry, Inventory, load
 
-COMMAND = "python -m surge_lightning._inventory --markdown docs/porting.md"
+COMMAND = "python -m surge_lightning.inventory --markdown docs/porting.md"
 """What regenerates the tables of docs/porting.md."""
 
 NAME = "inventory"

@@ -334,7 +334,7 @@ class _HookReader:
             return set(READ_BY_HAND[text])
         raise LookupError(
             f"{where}: Lightning passes a hook name the inventory cannot read, `{text}`; "
-            "add what it takes to READ_BY_HAND in surge_lightning/_inventory/surface.py"
+            "add what it takes to READ_BY_HAND in surge_lightning/inventory/surface.py"
         )
 
     def _from_calls(self, callee: str, index: int, keyword: str, where: str) -> set[str]:

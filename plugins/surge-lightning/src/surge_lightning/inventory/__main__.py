@@ -1,4 +1,4 @@
-"""``python -m surge_lightning._inventory``: the classification of Lightning's surface, checked and written out.
+"""``python -m surge_lightning.inventory``: the classification of Lightning's surface, checked and written out.
 
 Without options: compare the classification file with the installed Lightning (``pip install lightning``) and this
 repository's tests; print the counts and each problem (unclassified, stale, a test that does not exist); exit 1 on
@@ -14,11 +14,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from surge_lightning._inventory import FILE, load, markdown
+from surge_lightning.inventory import FILE, load, markdown
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m surge_lightning._inventory", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m surge_lightning.inventory", description=__doc__)
     parser.add_argument("--missing", action="store_true", help="print TOML lines for the unclassified names")
     parser.add_argument("--markdown", action="store_true", help="the docs tables, from the classification file")
     parser.add_argument("file", nargs="?", type=Path, help="with --markdown: rewrite the tables in this file")
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.file}: the inventory tables are {'rewritten' if updated != text else 'up to date'}")
         return 0
 
-    from surge_lightning._inventory import check, surface
+    from surge_lightning.inventory import check, surface
 
     lightning = surface.read()
     missing = check.unclassified(lightning, inventory)

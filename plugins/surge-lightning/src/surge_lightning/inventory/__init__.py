@@ -1,7 +1,7 @@
 """The inventory of Lightning's public surface: every name Lightning 2.6 exposes, and what Surge does with it.
 
 ``lightning.toml`` beside this file has one line per name, grouped by module or class (the sections
-:mod:`surge_lightning._inventory.surface` reads from the installed Lightning), each classified as one of:
+:mod:`surge_lightning.inventory.surface` reads from the installed Lightning), each classified as one of:
 
 * **implemented**: Surge serves it at the mirrored path (``lightning.pytorch.callbacks.ModelCheckpoint`` is
   ``surge_lightning.pytorch.callbacks.ModelCheckpoint``; a member of ``Trainer`` is one of
