@@ -5,14 +5,19 @@ implemented name must name tests that exist, and the file must say what it means
 
 from __future__ import annotations
 
+import importlib
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import surge
 from surge.errors import SurgeError
 from surge_lightning import inventory
-from surge_lightning.inventory import check, surface
+from surge_lightning.inventory import check, markdown, surface
 
 ROOT = Path(__file__).resolve().parents[3]
 """The repository: test node ids are relative to it."""
@@ -120,3 +125,166 @@ def test_the_command_reports_the_counts_and_no_problem() -> None:
     from surge_lightning.inventory.__main__ import main
 
     assert main(["--root", str(ROOT)]) == 0
+
+
+# -- what the classification says, at the mirrored paths ---------------------------------------------------------------
+def _modules() -> list[str]:
+    """Every Lightning module the file speaks of: the refused ones and those with a section."""
+    return sorted({*inventory.load().modules, *(s for s in inventory.load().sections if s not in CLASSES)})
+
+
+CLASSES = inventory.CLASS_SECTIONS
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_each_module_imports_at_its_mirrored_path_or_says_why_not(module: str) -> None:
+    refused = inventory.load().refused_module(module)
+    if refused is None:
+        importlib.import_module(inventory.mirrored(module))
+        return
+    with pytest.raises(inventory.Refused) as raised:
+        importlib.import_module(inventory.mirrored(module))
+    assert raised.value.entry == refused and refused.reason in str(raised.value) and refused.use in str(raised.value)
+
+
+def _module_names(status: str) -> list[tuple[str, str]]:
+    return [
+        (section, name)
+        for section, names in inventory.load().sections.items()
+        if section not in CLASSES
+        for name, entry in names.items()
+        if (entry.status == "implemented") == (status == "implemented")
+    ]
+
+
+@pytest.mark.parametrize(("module", "name"), _module_names("implemented"))
+def test_each_implemented_name_resolves_at_its_mirrored_path(module: str, name: str) -> None:
+    assert getattr(importlib.import_module(inventory.mirrored(module)), name) is not None
+
+
+@pytest.mark.parametrize(("module", "name"), _module_names("not served"))
+def test_each_refused_or_mapped_name_raises_saying_why(module: str, name: str) -> None:
+    entry = inventory.load().entry(module, name)
+    assert entry is not None
+    mirrored = importlib.import_module(inventory.mirrored(module))
+    with pytest.raises(inventory.Refused, match=re.escape(entry.message())):
+        getattr(mirrored, name)
+    with pytest.raises(inventory.Refused, match=re.escape(entry.message())):
+        exec(f"from {mirrored.__name__} import {name}", {})
+
+
+@pytest.fixture(scope="module")
+def instances(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """An object of each of surge_lightning's classes, built with its defaults."""
+    import surge_lightning.pytorch as pl
+
+    class Mine(pl.loggers.Logger):
+        name, version = "mine", 0
+
+        def log_metrics(self, metrics: Any, step: Any = None) -> None: ...
+
+        def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None: ...
+
+    here = Path.cwd()
+    os.chdir(tmp_path_factory.mktemp("trainer"))
+    try:
+        trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False)
+    finally:
+        os.chdir(here)
+    return {
+        "lightning.pytorch.Trainer": trainer,
+        "lightning.pytorch.LightningModule": pl.LightningModule(),
+        "lightning.pytorch.LightningDataModule": pl.LightningDataModule(),
+        "lightning.pytorch.Callback": pl.Callback(),
+        "lightning.pytorch.loggers.Logger": Mine(),
+    }
+
+
+def _members(status: str) -> list[tuple[str, str]]:
+    return [
+        (section, name)
+        for section in CLASSES
+        for name, entry in inventory.load().sections[section].items()
+        if (entry.status == "implemented") == (status == "implemented")
+    ]
+
+
+@pytest.mark.parametrize(("section", "name"), _members("implemented"))
+def test_each_implemented_member_is_there(
+    section: str, name: str, instances: dict[str, object], lightning: surface.Surface
+) -> None:
+    """A member Surge serves is on surge_lightning's class or object; a hook is what a user defines, so Surge need
+    not have it (the side-by-side test named for it shows that Surge calls it)."""
+    if name in lightning.hooks.get(section, set()):
+        return
+    obj = instances[section]
+    assert hasattr(type(obj), name) or name in vars(obj)
+
+
+@pytest.mark.parametrize(("section", "name"), _members("not served"))
+def test_each_refused_or_mapped_member_raises_saying_why(section: str, name: str, instances: dict[str, object]) -> None:
+    entry = inventory.load().sections[section][name]
+    obj = instances[section]
+    if entry.status == "mapped" and (hasattr(type(obj), name) or name in vars(obj)):
+        # Surge has the name for something else (trainer.state): the line says what Surge's means
+        assert entry.spelling and entry.reason
+        return
+    with pytest.raises(inventory.RefusedMember, match=re.escape(entry.message())):
+        getattr(obj, name)
+    assert not hasattr(obj, name)  # an AttributeError, so probes (hasattr, getattr with a default) see no such name
+
+
+def _refused_hooks() -> list[tuple[str, str]]:
+    return [(s, n) for s in CLASSES for n, e in inventory.load().not_served(s).items() if e.hook]
+
+
+@pytest.mark.parametrize(("section", "name"), _refused_hooks())
+def test_overriding_a_refused_hook_is_refused_before_the_run(section: str, name: str, tmp_path: Path) -> None:
+    import surge_lightning.pytorch as pl
+    from surge.testing import TinyDataModule, TinyModule
+
+    entry = inventory.load().sections[section][name]
+    module: type = TinyModule
+    data: type = TinyDataModule
+    if section == "lightning.pytorch.LightningModule":
+        module = type("Mine", (pl.LightningModule, TinyModule), {name: lambda self, *args, **kwargs: None})
+    elif section == "lightning.pytorch.LightningDataModule":
+        data = type("Mine", (pl.LightningDataModule, TinyDataModule), {name: lambda self, *args, **kwargs: None})
+    else:
+        pytest.fail(f"a refused hook of {section}: extend this test to it")
+    os.chdir(tmp_path)
+    trainer = pl.Trainer(max_epochs=1, default_root_dir=str(tmp_path), enable_progress_bar=False)
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(surge.ConfigError, match=re.escape(f"Mine.{name}: {entry.message()}")):
+        trainer.fit(module(), datamodule=data())
+    assert sorted(tmp_path.rglob("*")) == before  # refused before anything was written
+
+
+def test_a_callback_overriding_a_refused_hook_is_refused_when_it_is_adapted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Callback hook is refused today; a classification that refuses one makes the Trainer refuse its override."""
+    import surge_lightning.pytorch as pl
+
+    text = inventory.FILE.read_text(encoding="utf-8")
+    line = next(line for line in text.splitlines() if line.startswith("on_exception = ") and "test_callback" in line)
+    edited = tmp_path / "lightning.toml"
+    edited.write_text(text.replace(line, 'on_exception = {refused = "not here", use = "elsewhere", hook = true}', 1))
+    monkeypatch.setattr(inventory, "FILE", edited)
+
+    class Mine(pl.Callback):
+        def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None: ...
+
+    class Fine(pl.Callback):
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None: ...
+
+    pl.Trainer(callbacks=[Fine()], logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    with pytest.raises(surge.ConfigError, match=r"Mine\.on_exception: .*not here\. Instead: elsewhere"):
+        pl.Trainer(callbacks=[Mine()], logger=False, enable_checkpointing=False, enable_progress_bar=False)
+
+
+def test_docs_porting_md_holds_the_generated_tables() -> None:
+    text = (ROOT / "docs" / "porting.md").read_text(encoding="utf-8")
+    assert markdown.update(text) == text, (
+        f"docs/porting.md's inventory tables are out of date; run `{markdown.COMMAND}`"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import enum
 import io
 import os
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import lightning.pytorch as lightning
 import pytest
 import surge_lightning.pytorch as surge_lightning
 import torch
+import yaml
 from surge_lightning import inventory
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -498,3 +500,28 @@ def test_callback_member_as_lightning(name: str, tmp_path: Path) -> None:
 
     ours, theirs = run(surge_lightning, tmp_path / "surge"), run(lightning, tmp_path / "lightning")
     assert ours == theirs
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+def test_save_hparams_to_yaml_as_lightning(tmp_path: Path) -> None:
+    """The same values read back from the file each writes (Lightning's is read with yaml's unsafe loader: it writes
+    Python tags); a tuple comes back as a list from Surge's, which writes plain YAML."""
+    from lightning.pytorch.core.saving import save_hparams_to_yaml as theirs
+    from surge_lightning.pytorch.core.saving import save_hparams_to_yaml as ours
+
+    assert inventory.load().entry("lightning.pytorch.core.saving", "save_hparams_to_yaml").differs
+    params = {"lr": 0.5, "layers": (2, 3), "name": "x", "nested": {"a": [1, 2]}, "none": None, "flag": True}
+    params["color"] = Color.RED
+
+    def lists(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: lists(v) for k, v in value.items()}
+        return [lists(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+    ours(tmp_path / "ours.yaml", params)
+    theirs(tmp_path / "theirs.yaml", params)
+    read = {name: yaml.unsafe_load((tmp_path / f"{name}.yaml").read_text()) for name in ("ours", "theirs")}
+    assert read["ours"] == lists(read["theirs"]) and read["theirs"]["layers"] == (2, 3)

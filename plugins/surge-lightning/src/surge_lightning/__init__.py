@@ -9,6 +9,9 @@ checkpoints Lightning wrote (``surge.checkpoint.load`` reads them). Its plugins 
 """
 
 from surge_lightning import pytorch
+from surge_lightning._lazy import refusing
 from surge_lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
 
 __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "pytorch", "seed_everything"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why

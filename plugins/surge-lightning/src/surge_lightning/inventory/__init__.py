@@ -149,6 +149,13 @@ def refused_name(module: str, name: str) -> Refused | None:
     return Refused(entry) if entry is not None and entry.status != "implemented" else None
 
 
+def refused_submodule(module: str, name: str) -> Refused | None:
+    """The error for reading ``name`` from the package ``module`` when ``module.name`` is a module the inventory
+    refuses (``surge_lightning.pytorch.loops`` read from ``surge_lightning.pytorch``)."""
+    entry = load().refused_module(lightning_path(f"{module}.{name}"))
+    return Refused(entry) if entry is not None else None
+
+
 def refuse_module(module: str) -> NoReturn:
     """Raise the error of a module the inventory refuses whole: the file of such a module calls this with its
     ``__name__``, so importing it (or anything under it) says why and what to use."""
@@ -188,10 +195,15 @@ def mirrored(path: str) -> str:
     raise ValueError(f"{path!r} is not a Lightning path")
 
 
+def load(path: Path | None = None) -> Inventory:
+    """The classification file (``path``, by default :data:`FILE`, read once), checked for form (each line one of
+    the three kinds, with what that kind needs); a :class:`SurgeError` names the file, the section and the name of
+    each line that is not."""
+    return _load(path or FILE)
+
+
 @functools.cache
-def load(path: Path = FILE) -> Inventory:
-    """The classification file, checked for form (each line one of the three kinds, with what that kind needs);
-    a :class:`SurgeError` names the file, the section and the name of each line that is not."""
+def _load(path: Path) -> Inventory:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     problems: list[str] = []
     modules = {module: _entry(module, "", value, problems, path) for module, value in data.pop("modules", {}).items()}
