@@ -288,3 +288,17 @@ def test_docs_porting_md_holds_the_generated_tables() -> None:
     assert markdown.update(text) == text, (
         f"docs/porting.md's inventory tables are out of date; run `{markdown.COMMAND}`"
     )
+
+
+def test_the_markdown_command_rewrites_stale_tables_and_names_missing_markers(tmp_path: Path) -> None:
+    from surge_lightning.inventory.__main__ import main
+
+    start, end = markdown.markers()
+    path = tmp_path / "porting.md"
+    path.write_text(f"# Porting\n\n{start}\nold\n{end}\n\nafter\n", encoding="utf-8")
+    assert main(["--markdown", str(path)]) == 0
+    text = path.read_text(encoding="utf-8")
+    assert "old" not in text and markdown.tables() in text and text.endswith(f"{end}\n\nafter\n")
+    assert markdown.update(text) == text
+    with pytest.raises(ValueError, match="markers of the generated inventory tables are missing"):
+        markdown.update("# Porting\n")

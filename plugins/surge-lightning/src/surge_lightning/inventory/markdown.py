@@ -18,8 +18,9 @@ NAME = "inventory"
 
 
 def tables(inventory: Inventory | None = None) -> str:
-    """The counts (overall, per module and per class) and every refused or mapped name with its reason and what to
-    use, names that share both given on one line."""
+    """The counts (overall, per module and per class), then per module and class every refused or mapped name with
+    its reason and what to use, and every implemented name that differs with how; names that share all that on one
+    line."""
     inventory = inventory or load()
     entries = [e for names in inventory.sections.values() for e in names.values()]
     total = Counter(e.status for e in entries)
@@ -38,14 +39,15 @@ def tables(inventory: Inventory | None = None) -> str:
     lines += ["", "Modules refused whole:", ""]
     lines += [_item([entry], f"`{module}`") for module, entry in inventory.modules.items()]
     for section in _ordered(inventory):
-        not_served = [e for e in inventory.sections[section].values() if e.status != "implemented"]
-        if not not_served:
+        entries = inventory.sections[section].values()
+        listed = [e for e in entries if e.status != "implemented" or e.differs]
+        if not listed:
             continue
         label = f"class `{section}`" if section in CLASS_SECTIONS else f"`{section}`"
-        lines += ["", f"Not served in {label}:", ""]
-        groups: dict[tuple[str, str, str, str], list[Entry]] = {}
-        for entry in not_served:
-            groups.setdefault((entry.status, entry.reason, entry.use, entry.spelling), []).append(entry)
+        lines += ["", f"In {label}:", ""]
+        groups: dict[tuple[str, str, str, str, str], list[Entry]] = {}
+        for entry in listed:
+            groups.setdefault((entry.status, entry.reason, entry.use, entry.spelling, entry.differs), []).append(entry)
         for group in groups.values():
             lines.append(_item(group, ", ".join(f"`{e.name}`" for e in group)))
     return "\n".join(lines) + "\n"
@@ -75,6 +77,8 @@ def _ordered(inventory: Inventory) -> list[str]:
 
 def _item(group: list[Entry], names: str) -> str:
     entry = group[0]
+    if entry.status == "implemented":
+        return f"- {names}: served; differs: {_cell(entry.differs)}."
     if entry.status == "mapped":
         return f"- {names}: mapped to {_cell(entry.spelling)}: {_cell(entry.reason)}."
     return f"- {names}: {_cell(entry.reason)}. Instead: {_cell(entry.use)}."
