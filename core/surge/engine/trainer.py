@@ -284,6 +284,13 @@ class Trainer:
         return self.module
 
     @property
+    def model(self) -> Module | None:
+        """Lightning's ``trainer.model``: the Module of the current or last run (``None`` before the first). A
+        distributed strategy's wrapper (``DistributedDataParallel``) stays the strategy's own: Lightning returns it
+        here, Surge the Module inside it (docs/porting.md)."""
+        return self.module
+
+    @property
     def loggers(self) -> list[Any]:
         """The active loggers (Lightning's ``trainer.loggers``): the objects of the plugins with
         ``role="logger"`` and those passed in ``logger=[...]``, in the order ``logger=`` lists them."""
@@ -602,6 +609,8 @@ class Trainer:
             self._stop_record = self._open_batch = None
         self._validation_rng = None
         self.module, self.datamodule = model, datamodule
+        if datamodule is not None:
+            datamodule.trainer = self  # Lightning's LightningDataModule.trainer
         model._surge_trainer = self
         self._bus = self._own_bus
         if joining:

@@ -4,6 +4,7 @@ first-party plugin distributions under Lightning's names, each read from its dis
 
 from surge_lightning._lazy import served
 from surge_lightning.pytorch.callbacks.callback import Callback
+from surge_lightning.pytorch.callbacks.prediction_writer import BasePredictionWriter
 
 _MODULES = {
     "EarlyStopping": "early_stopping",
@@ -13,10 +14,15 @@ _MODULES = {
     "Timer": "timer",
     "GradientAccumulationScheduler": "gradient_accumulation_scheduler",
     "DeviceStatsMonitor": "device_stats_monitor",
+    "ModelSummary": "model_summary",
+    "RichModelSummary": "rich_model_summary",
+    "TQDMProgressBar": "progress",
+    "RichProgressBar": "progress",
+    "ProgressBar": "progress",
 }
 """Each callback of a plugin distribution -> the module of this package (Lightning's) that serves it."""
 
-__all__ = ["Callback", *sorted(_MODULES)]
+__all__ = ["BasePredictionWriter", "Callback", *sorted(_MODULES)]
 
 __getattr__, __dir__ = served(
     __name__,

@@ -1,7 +1,23 @@
-"""``lightning.pytorch.callbacks.model_summary``: nothing here is served by Surge; each name raises, saying why and what to use."""
+"""``lightning.pytorch.callbacks.model_summary``: :class:`ModelSummary`, surge-progress's model summary with
+Lightning's arguments; passed in ``callbacks=``, it replaces the default one, as in Lightning."""
 
-from surge_lightning._lazy import served
+from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any
 
-__getattr__, __dir__ = served(__name__, {})
+from surge_progress import ModelSummary as _SurgeModelSummary
+
+from surge_lightning._lazy import refusing
+
+__all__ = ["ModelSummary"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
+
+
+class ModelSummary(_SurgeModelSummary):
+    """Lightning's ``ModelSummary(max_depth=1, **summarize_kwargs)``: the table of the Module's layers when ``fit``
+    starts (``max_depth=-1``: every submodule; ``0``: the totals only)."""
+
+    def __init__(self, max_depth: int = 1, **summarize_kwargs: Any) -> None:
+        super().__init__(max_depth=max_depth)
+        self._summarize_kwargs = summarize_kwargs

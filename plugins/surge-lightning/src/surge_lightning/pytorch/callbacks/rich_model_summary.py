@@ -1,7 +1,20 @@
-"""``lightning.pytorch.callbacks.rich_model_summary``: nothing here is served by Surge; each name raises, saying why and what to use."""
+"""``lightning.pytorch.callbacks.rich_model_summary``: :class:`RichModelSummary`, the model summary (Surge prints one
+table for both; rich's colours are Lightning's only difference)."""
 
-from surge_lightning._lazy import served
+from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any
 
-__getattr__, __dir__ = served(__name__, {})
+from surge_lightning._lazy import refusing
+from surge_lightning.pytorch.callbacks.model_summary import ModelSummary
+
+__all__ = ["RichModelSummary"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
+
+
+class RichModelSummary(ModelSummary):
+    """Lightning's ``RichModelSummary(max_depth=1, **summarize_kwargs)``: :class:`ModelSummary`'s table."""
+
+    def __init__(self, max_depth: int = 1, **summarize_kwargs: Any) -> None:
+        super().__init__(max_depth=max_depth, **summarize_kwargs)

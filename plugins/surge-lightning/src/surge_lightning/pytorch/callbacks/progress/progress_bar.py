@@ -1,7 +1,10 @@
-"""``lightning.pytorch.callbacks.progress.progress_bar``: nothing here is served by Surge; each name raises, saying why and what to use."""
+"""``lightning.pytorch.callbacks.progress.progress_bar``: :class:`ProgressBar`, the base of Lightning's bars: here
+surge-progress's bar itself (a bar of one's own subclasses it, or is a Surge plugin with ``role="progress"``)."""
 
-from surge_lightning._lazy import served
+from surge_progress import ProgressBar
 
-__all__: list[str] = []
+from surge_lightning._lazy import refusing
 
-__getattr__, __dir__ = served(__name__, {})
+__all__ = ["ProgressBar"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why

@@ -1,7 +1,25 @@
-"""``lightning.pytorch.callbacks.progress.rich_progress``: nothing here is served by Surge; each name raises, saying why and what to use."""
+"""``lightning.pytorch.callbacks.progress.rich_progress``: :class:`RichProgressBar`, surge-progress's bar in its rich
+display (in a terminal; plain lines elsewhere, as the bar always does)."""
 
-from surge_lightning._lazy import served
+from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any
 
-__getattr__, __dir__ = served(__name__, {})
+from surge_progress import ProgressBar
+
+from surge_lightning._lazy import refusing
+
+__all__ = ["RichProgressBar"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
+
+
+class RichProgressBar(ProgressBar):
+    """Lightning's ``RichProgressBar(refresh_rate=1, leave=False, theme=..., console_kwargs=None)``. ``theme`` and
+    ``console_kwargs`` style Lightning's rich console; Surge's display has one style, so they are kept, unused."""
+
+    def __init__(
+        self, refresh_rate: int = 1, leave: bool = False, theme: Any = None, console_kwargs: Any = None
+    ) -> None:
+        super().__init__(refresh_rate=refresh_rate, leave=leave)
+        self.theme, self.console_kwargs = theme, console_kwargs

@@ -1,7 +1,22 @@
-"""``lightning.pytorch.callbacks.progress.tqdm_progress``: nothing here is served by Surge; each name raises, saying why and what to use."""
+"""``lightning.pytorch.callbacks.progress.tqdm_progress``: :class:`TQDMProgressBar`, surge-progress's bar with
+Lightning's arguments (no tqdm: the same bar, the same metrics)."""
 
-from surge_lightning._lazy import served
+from __future__ import annotations
 
-__all__: list[str] = []
+from surge_progress import ProgressBar
 
-__getattr__, __dir__ = served(__name__, {})
+from surge_lightning._lazy import refusing
+
+__all__ = ["TQDMProgressBar"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
+
+
+class TQDMProgressBar(ProgressBar):
+    """Lightning's ``TQDMProgressBar(refresh_rate=1, process_position=0, leave=False)``: ``refresh_rate`` batches
+    between refreshes (``0`` switches it off), ``leave`` keeps each finished epoch's bar. ``process_position``
+    stacked tqdm bars of several processes; the bar runs on global rank zero only, so it has nothing to do."""
+
+    def __init__(self, refresh_rate: int = 1, process_position: int = 0, leave: bool = False) -> None:
+        super().__init__(refresh_rate=refresh_rate, leave=leave)
+        self.process_position = process_position
