@@ -145,8 +145,10 @@ def test_a_logger_must_implement_lightnings_abstract_methods() -> None:
 def test_names_not_ported_or_not_installed_are_refused_with_the_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
     loggers = surge_lightning.pytorch.loggers
     served = "CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger"
-    with pytest.raises(AttributeError, match=f"no attribute 'CometLogger'; the names Surge serves here: {served}"):
-        loggers.CometLogger  # noqa: B018
+    with pytest.raises(ImportError, match=r"loggers\.CometLogger .* Surge has no such logger\. Instead: logger="):
+        loggers.CometLogger  # noqa: B018  # Lightning's, refused by the inventory with the way out
+    with pytest.raises(AttributeError, match=f"no attribute 'Comet', and Lightning's has none either; .*: {served}"):
+        loggers.Comet  # noqa: B018
     assert loggers.TensorBoardLogger is loggers.tensorboard.TensorBoardLogger
     assert loggers.Logger is Logger
     from surge_lightning.pytorch.loggers import WandbLogger

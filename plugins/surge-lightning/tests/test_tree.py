@@ -17,16 +17,19 @@ import surge_lightning
 import surge_lightning.pytorch as pl
 import torch
 from surge.testing import TinyDataModule, TinyModule, quiet_trainer_args
+from surge_lightning import inventory
 
 QUIET = quiet_trainer_args()
 
 
 def _mirror() -> list[str]:
     """``surge_lightning``, ``surge_lightning.pytorch`` and every module below it (the Surge-side modules of the
-    distribution, ``_*``, ``checkpoint``, ``file_loggers``, ``surge_plugins``, are not Lightning's and not here)."""
+    distribution, ``_*``, ``checkpoint``, ``file_loggers``, ``inventory``, ``surge_plugins``, are not Lightning's and
+    not here), less those the inventory refuses whole: importing one raises (tests/test_inventory.py)."""
     found = ["surge_lightning", "surge_lightning.pytorch"]
     found += [info.name for info in pkgutil.walk_packages(pl.__path__, "surge_lightning.pytorch.")]
-    return found
+    refused = inventory.load().refused_module
+    return [name for name in found if refused(inventory.lightning_path(name)) is None]
 
 
 def _lightning(name: str) -> Any:
@@ -50,7 +53,9 @@ def test_the_mirror_has_the_modules_porting_needs() -> None:
 @pytest.mark.parametrize("name", _mirror())
 def test_each_module_serves_lightnings_names_where_lightning_has_them(name: str) -> None:
     ours, theirs = importlib.import_module(name), _lightning(name)
-    assert ours.__all__, f"{name} serves nothing"
+    section = inventory.load().sections[inventory.lightning_path(name)]
+    implemented = {n for n, entry in section.items() if entry.status == "implemented"}
+    assert implemented <= set(ours.__all__), f"{name} serves what the inventory implements, in its __all__"
     assert [n for n in ours.__all__ if not hasattr(theirs, n)] == [], f"names {name} has that Lightning's lacks"
     for attr in ours.__all__:
         value, defined_in = getattr(ours, attr), getattr(getattr(theirs, attr), "__module__", "") or ""

@@ -9,9 +9,12 @@ checkpoints Lightning wrote (``surge.checkpoint.load`` reads them). Its plugins 
 """
 
 from surge_lightning import pytorch
+from surge_lightning._lazy import refusing
 from surge_lightning._rank import follow_rank
 from surge_lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
 
 __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "pytorch", "seed_everything"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 follow_rank()  # lightning_utilities' rank_zero_only.rank, as `import lightning` sets it

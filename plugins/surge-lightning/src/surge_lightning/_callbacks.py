@@ -18,6 +18,8 @@ import surge
 import torch
 from surge.events.run import trainer_of
 
+from surge_lightning import inventory
+
 if TYPE_CHECKING:
     from surge_lightning.pytorch.callbacks.callback import Callback
 
@@ -169,6 +171,7 @@ def callback_subscriber(callback: Callback) -> LightningCallback:
             f"({', '.join(marked)}); write it one way: Lightning's hooks on a Callback, or marked handlers on a "
             "plain class"
         )
+    inventory.check_overrides(type(callback), "lightning.pytorch.Callback", Callback, "trainer.callbacks")
     defaults = vars(Callback)
     hooks = [h for h in (*HOOK_NAMES, *REMOVED) if inspect.getattr_static(callback, h, None) is not defaults.get(h)]
     stateful = inspect.getattr_static(callback, "state_dict") is not defaults["state_dict"]

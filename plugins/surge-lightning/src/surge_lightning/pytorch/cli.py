@@ -29,10 +29,13 @@ from surge.cli.runconfig import ClassSpec, Layer, Path, Problems, RunConfig, cla
 from surge.errors import ConfigError, SurgeError
 from surge.seed import SEED_ENV
 
+from surge_lightning._lazy import refusing
 from surge_lightning.pytorch.callbacks.callback import Callback
 from surge_lightning.pytorch.trainer.trainer import Trainer
 
 __all__ = ["LightningCLI", "LightningArgumentParser", "SaveConfigCallback"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 

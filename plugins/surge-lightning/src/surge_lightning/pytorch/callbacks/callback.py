@@ -7,11 +7,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from surge_lightning._callbacks import LightningCallback, callback_subscriber
+from surge_lightning._lazy import refusing
 
 if TYPE_CHECKING:
     from surge import Module, Trainer
 
 __all__ = ["Callback"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 class Callback:

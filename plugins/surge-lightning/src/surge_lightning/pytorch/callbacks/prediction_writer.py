@@ -7,9 +7,12 @@ from typing import Any
 
 from surge import ConfigError
 
+from surge_lightning._lazy import refusing
 from surge_lightning.pytorch.callbacks.callback import Callback
 
 __all__ = ["BasePredictionWriter"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 _INTERVALS = ("batch", "epoch", "batch_and_epoch")
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from surge_lightning._lazy import refusing
 from surge_lightning.pytorch.callbacks.model_summary import ModelSummary
 
 __all__ = ["RichModelSummary"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 class RichModelSummary(ModelSummary):

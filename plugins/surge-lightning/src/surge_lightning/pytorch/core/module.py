@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import surge
 
+from surge_lightning import inventory
+from surge_lightning._lazy import refusing
+
 __all__ = ["LightningModule"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 class LightningModule(surge.Module):
     """Lightning's ``LightningModule``: a :class:`surge.Module` (every ``isinstance(x, surge.Module)`` holds),
     where behaviour that only Lightning's API has goes. docs/porting.md lists what keeps its name and what
-    differs."""
+    differs; a member Lightning's has and Surge's does not (``self.all_gather``, ``self.dtype``, ...) raises an
+    ``AttributeError`` saying why and what to use."""
+
+    example_input_array: Any = None
+    """An example input of ``forward`` (the model summary and TensorBoard's graph read it); ``None`` until set, as
+    Lightning's."""
+
+    def __getattr__(self, name: str) -> Any:  # torch's, for parameters and submodules; then the inventory's refusal
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            error = inventory.refused_member("lightning.pytorch.LightningModule", name)
+            if error is None:
+                raise
+            raise error from None

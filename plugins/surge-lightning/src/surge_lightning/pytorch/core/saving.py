@@ -8,7 +8,11 @@ from argparse import Namespace
 from collections.abc import Mapping
 from typing import Any
 
+from surge_lightning._lazy import refusing
+
 __all__ = ["save_hparams_to_yaml"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 def save_hparams_to_yaml(config_yaml: str | os.PathLike[str], hparams: Mapping[str, Any] | Namespace) -> None:

@@ -20,10 +20,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from surge.rank_zero import rank_zero_only
 
+from surge_lightning._lazy import refusing
+
 if TYPE_CHECKING:
     from surge_lightning._loggers import LoggerAdapter
 
 __all__ = ["DummyExperiment", "Logger", "rank_zero_experiment"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

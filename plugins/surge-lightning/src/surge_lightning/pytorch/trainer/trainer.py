@@ -9,10 +9,13 @@ from typing import Any
 
 import surge
 
-from surge_lightning import _argparse
+from surge_lightning import _argparse, inventory
+from surge_lightning._lazy import refusing
 from surge_lightning._rank import follow_rank
 
 __all__ = ["Trainer"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 class Trainer(surge.Trainer):
@@ -30,6 +33,10 @@ class Trainer(surge.Trainer):
       sets it (torchmetrics and many projects' loggers read it).
     * **Lightning 1.x's argparse helpers** (Lightning 2 removed them): :meth:`add_argparse_args`,
       :meth:`from_argparse_args`, :meth:`parse_argparser`.
+    * **What Surge does not serve says so** (the inventory, docs/porting.md): a member Lightning's Trainer has and
+      this one does not (``trainer.fit_loop``, ...) raises an ``AttributeError`` saying why and what to use, and
+      each run refuses, before it starts, a Module or DataModule overriding a Lightning hook Surge would never call
+      (a :class:`surge.ConfigError` naming the hook, why, and what to use instead).
     """
 
     @classmethod
@@ -78,6 +85,7 @@ class Trainer(surge.Trainer):
         ckpt_path: str | None = None,
         trusted: bool = False,
     ) -> None:
+        _refuse_overrides("fit", (model, train_dataloaders, val_dataloaders, datamodule))
         if self._fit_finished is not None and ckpt_path is None:
             warnings.warn(
                 f"Trainer.fit: nothing ran. This Trainer's fit already finished at epoch {self.current_epoch}, global "
@@ -96,6 +104,38 @@ class Trainer(surge.Trainer):
                 if 0 <= self.max_steps <= self.global_step
                 else f"max_epochs={self.max_epochs} reached"
             )
+
+    def validate(self, *args: Any, **kwargs: Any) -> list[dict[str, float]]:
+        _refuse_overrides("validate", (*args, *kwargs.values()))
+        return super().validate(*args, **kwargs)
+
+    def test(self, *args: Any, **kwargs: Any) -> list[dict[str, float]]:
+        _refuse_overrides("test", (*args, *kwargs.values()))
+        return super().test(*args, **kwargs)
+
+    def predict(self, *args: Any, **kwargs: Any) -> list[Any]:
+        _refuse_overrides("predict", (*args, *kwargs.values()))
+        return super().predict(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # called for missing names only: free for every name Surge has
+        error = inventory.refused_member("lightning.pytorch.Trainer", name)
+        if error is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise error
+
+
+def _refuse_overrides(stage: str, given: tuple[Any, ...]) -> None:
+    """The Lightning hooks that a Module or DataModule given to a run overrides and Surge does not call."""
+    from surge_lightning.pytorch.core.datamodule import LightningDataModule
+    from surge_lightning.pytorch.core.module import LightningModule
+
+    for obj in given:
+        if isinstance(obj, surge.Module):
+            base: type = LightningModule if isinstance(obj, LightningModule) else surge.Module
+            inventory.check_overrides(type(obj), "lightning.pytorch.LightningModule", base, f"trainer.{stage}")
+        elif isinstance(obj, surge.DataModule):
+            base = LightningDataModule if isinstance(obj, LightningDataModule) else surge.DataModule
+            inventory.check_overrides(type(obj), "lightning.pytorch.LightningDataModule", base, f"trainer.{stage}")
 
 
 def _logs_nothing(options: dict[str, Any]) -> bool:

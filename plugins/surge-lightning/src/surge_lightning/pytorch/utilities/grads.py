@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from surge_lightning._lazy import refusing
+
 __all__ = ["grad_norm"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 def grad_norm(module: torch.nn.Module, norm_type: float | int | str) -> dict[str, torch.Tensor]:

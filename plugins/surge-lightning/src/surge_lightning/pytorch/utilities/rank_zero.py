@@ -3,4 +3,8 @@
 
 from surge.rank_zero import rank_zero_debug, rank_zero_info, rank_zero_only, rank_zero_warn
 
+from surge_lightning._lazy import refusing
+
 __all__ = ["rank_zero_debug", "rank_zero_info", "rank_zero_only", "rank_zero_warn"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why

@@ -3,4 +3,8 @@ surge-progress's bar itself (a bar of one's own subclasses it, or is a Surge plu
 
 from surge_progress import ProgressBar
 
+from surge_lightning._lazy import refusing
+
 __all__ = ["ProgressBar"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why

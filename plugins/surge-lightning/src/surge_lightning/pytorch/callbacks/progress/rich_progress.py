@@ -7,7 +7,11 @@ from typing import Any
 
 from surge_progress import ProgressBar
 
+from surge_lightning._lazy import refusing
+
 __all__ = ["RichProgressBar"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 class RichProgressBar(ProgressBar):

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from surge_progress import ProgressBar
 
+from surge_lightning._lazy import refusing
+
 __all__ = ["TQDMProgressBar"]
+
+__getattr__ = refusing(__name__)  # the names Lightning has here and Surge does not serve: the inventory says why
 
 
 class TQDMProgressBar(ProgressBar):

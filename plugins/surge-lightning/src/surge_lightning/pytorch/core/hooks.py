@@ -1,0 +1,7 @@
+"""``lightning.pytorch.core.hooks``: nothing here is served by Surge; each name raises, saying why and what to use."""
+
+from surge_lightning._lazy import served
+
+__all__: list[str] = []
+
+__getattr__, __dir__ = served(__name__, {})
