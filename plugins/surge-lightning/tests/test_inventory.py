@@ -295,10 +295,10 @@ def test_the_markdown_command_rewrites_stale_tables_and_names_missing_markers(tm
 
     start, end = markdown.markers()
     path = tmp_path / "porting.md"
-    path.write_text(f"# Porting\n\n{start}\nSTALE-TABLE-TEXT\n{end}\n\nafter\n", encoding="utf-8")
+    path.write_text(f"# Porting\n\n{start}\nstale tables\n{end}\n\nafter\n", encoding="utf-8")
     assert main(["--markdown", str(path)]) == 0
     text = path.read_text(encoding="utf-8")
-    assert "STALE-TABLE-TEXT" not in text and markdown.tables() in text and text.endswith(f"{end}\n\nafter\n")
+    assert "stale tables" not in text and markdown.tables() in text and text.endswith(f"{end}\n\nafter\n")
     assert markdown.update(text) == text
     with pytest.raises(ValueError, match="markers of the generated inventory tables are missing"):
         markdown.update("# Porting\n")

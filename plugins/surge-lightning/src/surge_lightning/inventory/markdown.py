@@ -39,8 +39,7 @@ def tables(inventory: Inventory | None = None) -> str:
     lines += ["", "Modules refused whole:", ""]
     lines += [_item([entry], f"`{module}`") for module, entry in inventory.modules.items()]
     for section in _ordered(inventory):
-        entries = inventory.sections[section].values()
-        listed = [e for e in entries if e.status != "implemented" or e.differs]
+        listed = [e for e in inventory.sections[section].values() if e.status != "implemented" or e.differs]
         if not listed:
             continue
         label = f"class `{section}`" if section in CLASS_SECTIONS else f"`{section}`"
