@@ -280,7 +280,7 @@ def list_plugins(args: argparse.Namespace) -> int:
     if not rows:
         print("no surge plugins installed (entry-point group 'surge.plugins')")
     else:
-        header = ("name", "distribution", "version", "kind", "status", "provides / hooks; publishes")
+        header = ("name", "distribution", "version", "kind", "status", "provides / hooks")
         table = [header] + [
             (
                 r["name"],
