@@ -114,7 +114,9 @@ def run(framework: str, root: Path) -> dict[str, Any]:
             after_fit = {name: float(value) for name, value in trainer.callback_metrics.items()}
             tested = trainer.test(model, loader(), verbose=False)
     about_metrics = sorted({str(w.message) for w in caught if "torchmetrics" in w.filename})
-    state = {name: int(metric._update_count) for name, metric in model.named_modules() if hasattr(metric, "_update_count")}
+    state = {
+        name: int(metric._update_count) for name, metric in model.named_modules() if hasattr(metric, "_update_count")
+    }
     return {"seen": model.seen, "after_fit": after_fit, "tested": tested, "warnings": about_metrics, "state": state}
 
 
