@@ -4,14 +4,14 @@ Module whose ``__init__`` takes omegaconf containers, each for Surge and for Lig
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import lightning
+import surge
 import torch
 from surge.compat import Callback  # moved by lightning-move
 from torch import nn
-
-import surge
 
 
 def _counter(base: type) -> type:
@@ -38,7 +38,7 @@ def _model(base: type) -> type:
             super().__init__()
             self.save_hyperparameters()
             sizes = [4, *hidden, 1]
-            self.net = nn.Sequential(*(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:], strict=False)))
+            self.net = nn.Sequential(*(nn.Linear(a, b) for a, b in itertools.pairwise(sizes)))
             self.lr = optim["lr"]
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:

@@ -26,7 +26,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 hydra: Any = pytest.importorskip("hydra")  # the test extra has hydra-core and omegaconf
 omegaconf: Any = pytest.importorskip("omegaconf")
-import _hydra_targets  # noqa: E402  (imports lightning, which the test set-up installs)
+pytest.importorskip("lightning")  # the test set-up installs it (the `bench` extra); _hydra_targets uses it
+import _hydra_targets  # noqa: E402
 
 TARGETS = {
     "surge": {
@@ -51,7 +52,16 @@ def write_configs(configs: Path, root: Path, framework: str) -> None:
     """A template-shaped config tree: ``train.yaml`` composing the trainer, model, callbacks and logger groups."""
     target = TARGETS[framework]
     files = {
-        "train.yaml": {"defaults": ["_self_", {"trainer": "default"}, {"model": "net"}, {"callbacks": "default"}, {"logger": "csv"}], "root": str(root)},
+        "train.yaml": {
+            "defaults": [
+                "_self_",
+                {"trainer": "default"},
+                {"model": "net"},
+                {"callbacks": "default"},
+                {"logger": "csv"},
+            ],
+            "root": str(root),
+        },
         "trainer/default.yaml": {
             "_target_": target["trainer"],
             "default_root_dir": "${root}",
@@ -143,7 +153,9 @@ def test_list_likes_are_lists_of_callbacks_plugins_and_loggers(tmp_path: Path, k
     plugin, callback = Seen(), _hydra_targets.SurgeEpochCounter("x")
 
     def make(items: list[Any]) -> Any:
-        return omegaconf.ListConfig(items, flags={"allow_objects": True}) if kind is omegaconf.ListConfig else kind(items)
+        return (
+            omegaconf.ListConfig(items, flags={"allow_objects": True}) if kind is omegaconf.ListConfig else kind(items)
+        )
 
     trainer = surge.Trainer(
         default_root_dir=str(tmp_path),
@@ -163,7 +175,9 @@ def test_list_likes_are_lists_of_callbacks_plugins_and_loggers(tmp_path: Path, k
 
 def test_a_list_like_of_wrong_entries_is_reported_entry_by_entry(tmp_path: Path) -> None:
     entries = omegaconf.ListConfig([1, "early_stopping"])
-    with pytest.raises(ConfigError, match=r"trainer.callbacks\[0\]: got 1.*\n.*trainer.callbacks\[1\]: got 'early_stopping'"):
+    with pytest.raises(
+        ConfigError, match=r"trainer.callbacks\[0\]: got 1.*\n.*trainer.callbacks\[1\]: got 'early_stopping'"
+    ):
         surge.Trainer(default_root_dir=str(tmp_path), callbacks=entries)
 
 

@@ -283,7 +283,11 @@ def test_a_fit_resumed_from_a_checkpoint_saved_in_train_batch_end_has_the_uninte
     def fit(root: Path, callbacks: list[Any], ckpt_path: str | None = None) -> list[Row]:
         surge.seed_everything(0)
         trainer = surge.Trainer(
-            default_root_dir=str(root), callbacks=callbacks, log_every_n_steps=1, **quiet_trainer_args(logger=True), **FIT
+            default_root_dir=str(root),
+            callbacks=callbacks,
+            log_every_n_steps=1,
+            **quiet_trainer_args(logger=True),
+            **FIT,
         )
         trainer.fit(encoder_model(surge.Module), loader(), loader(), ckpt_path=ckpt_path)
         return rows_of(read_metrics(trainer.run_dir))  # type: ignore[arg-type]

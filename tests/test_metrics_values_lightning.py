@@ -70,7 +70,9 @@ def logging_model(base: type, where: str, value: Any) -> Any:
 def test_a_tensor_of_several_elements_is_refused_at_the_call_as_in_lightning(
     tmp_path: Path, where: str, value: Any, shape: tuple[int, ...]
 ) -> None:
-    reference = lightning.Trainer(default_root_dir=str(tmp_path), max_epochs=1, num_sanity_val_steps=0, **quiet_trainer_args())
+    reference = lightning.Trainer(
+        default_root_dir=str(tmp_path), max_epochs=1, num_sanity_val_steps=0, **quiet_trainer_args()
+    )
     with pytest.raises(ValueError, match=r"(?s)`self.log\(x, .*the tensor must have a single element"):
         reference.fit(logging_model(lightning.LightningModule, where, value), loader(), loader())
 
@@ -82,7 +84,11 @@ def test_a_tensor_of_several_elements_is_refused_at_the_call_as_in_lightning(
             seen.append("batch")
 
     trainer = surge.Trainer(
-        default_root_dir=str(tmp_path), max_epochs=1, num_sanity_val_steps=0, callbacks=[Watch()], **quiet_trainer_args()
+        default_root_dir=str(tmp_path),
+        max_epochs=1,
+        num_sanity_val_steps=0,
+        callbacks=[Watch()],
+        **quiet_trainer_args(),
     )
     size = 1
     for n in shape:
@@ -131,7 +137,10 @@ def test_a_one_element_tensor_of_any_shape_is_its_number_as_in_lightning(tmp_pat
 
             lightning.seed_everything(0)
             trainer = lightning.Trainer(
-                default_root_dir=str(root), max_epochs=2, log_every_n_steps=1, **quiet_trainer_args(logger=CSVLogger(str(root)))
+                default_root_dir=str(root),
+                max_epochs=2,
+                log_every_n_steps=1,
+                **quiet_trainer_args(logger=CSVLogger(str(root))),
             )
             model = make(lightning.LightningModule)
         trainer.fit(model, loader())

@@ -83,7 +83,7 @@ class MetricStore:
         self._objects: dict[tuple[str, str], tuple[Any, _Meta, int | None]] = {}
         self._owners: dict[tuple[str, str], int] = {}
         """The loader of each name logged with ``add_dataloader_idx=False`` while several evaluation loaders run."""
-        self._to_reset: list[Any] = []  # computed at an epoch's end, reset after its *_epoch_end handlers
+        self._to_reset: list[Any] = []  # logged this epoch; reset after its *_epoch_end handlers (reset_objects)
         self.eval_steps: dict[int, int] = {}
         """Evaluation batches written per dataloader (Lightning's step of an evaluation's per-batch rows)."""
         self.callback_metrics: dict[str, torch.Tensor] = {}
@@ -252,12 +252,13 @@ class MetricStore:
         if write and flush:
             self._write(step)
 
-    def end_epoch(self, write: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
+    def end_epoch(self, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
         """Reduce the current context's epoch accumulators and publish them; returns what goes to the loggers
         (Lightning's return value of validate/test: ``logger=True`` values under their logged names), each with
         the evaluation loader it was logged from (``None``: no loader's, such as a value logged in
         ``*_epoch_end``). ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out
-        in one write with them."""
+        in one write with them; with ``write`` and ``reset``, the torchmetrics objects logged are reset now
+        (an evaluation resets them later, after its ``*_end`` handlers: :meth:`reset_objects`)."""
         self.late = None
         self.end_step(write=True, flush=False)  # values logged per step outside any step: in the epoch's write
         reduced: dict[str, tuple[torch.Tensor, int | None]] = {}
@@ -275,11 +276,18 @@ class MetricStore:
         for key in [key for key in self._owners if key[0] == self.context]:
             del self._owners[key]
         if write:
-            for metric in self._to_reset:  # after the *_epoch_end handlers, which may still read them
-                metric.reset()
-            self._to_reset.clear()
+            if reset:
+                self.reset_objects()
             self._write()
         return reduced
+
+    def reset_objects(self) -> None:
+        """Reset the torchmetrics objects logged since the last reset: called once the handlers that may still
+        read them are done (a training epoch's ``*_epoch_end``; an evaluation's ``*_end``), as Lightning resets
+        its results."""
+        for metric in self._to_reset:
+            metric.reset()
+        self._to_reset.clear()
 
     def _publish_epoch(
         self,
@@ -372,13 +380,15 @@ class MetricStore:
             restored.update({k: self._out(v.to(device)) for k, v in saved.items()})
 
     def discard(self) -> None:
-        """Forget what the current context logged since the last publication (the sanity check's metrics);
-        the torchmetrics objects it logged are reset, as Lightning resets them after its sanity check."""
+        """Forget what the current context logged since the last publication (the sanity check's metrics).
+        The torchmetrics objects it logged keep their state until :meth:`reset_objects`, after the sanity
+        check's ``validation_epoch_end`` and ``validation_end`` handlers, which may read them, as in Lightning;
+        they are not computed here."""
         self._step.clear()
         for key in [key for key in self._epoch if key[0] == self.context]:
             del self._epoch[key]
         for key in [key for key in self._objects if key[0] == self.context]:
-            self._objects.pop(key)[0].reset()
+            self._to_reset.append(self._objects.pop(key)[0])
         for owned in [key for key in self._owners if key[0] == self.context]:
             del self._owners[owned]
 

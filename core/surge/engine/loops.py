@@ -911,9 +911,10 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
         results = _publish(trainer, write=False)
         if epoch_end:
             epoch_end(events.epoch_end(trainer.view, state.current_epoch))
-        results.update(_publish(trainer))
+        results.update(_publish(trainer, reset=False))
         if end:
             end(events.end(trainer.view))
+        metrics.reset_objects()  # the torchmetrics objects logged, after the *_end handlers, as Lightning resets them
     metrics.context = previous_context
     if was_training:
         module.train()
@@ -932,12 +933,12 @@ def _batch_only(step: Any) -> Any:
     return call
 
 
-def _publish(trainer: Trainer, write: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
+def _publish(trainer: Trainer, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
     """Reduce what was logged in this evaluation pass; the sanity check's values are dropped."""
     if trainer.state.sanity_checking:
         trainer._metrics.discard()
         return {}
-    return trainer._metrics.end_epoch(write)
+    return trainer._metrics.end_epoch(write, reset)
 
 
 def _per_loader(results: dict[str, tuple[torch.Tensor, int | None]], count: int) -> list[dict[str, Any]]:
