@@ -629,7 +629,7 @@ def test_any_combination_matches_lightning(accumulate: int, clip: str, precision
     assert_same_weights(lightning_model, surge_model)
 
 
-@settings(derandomize=True, max_examples=15, deadline=None)
+@settings(derandomize=True, max_examples=10, deadline=None)
 @given(
     accumulate=st.sampled_from([1, 2, 3]),
     clip=st.sampled_from(sorted(CLIPS)),
