@@ -629,7 +629,7 @@ def test_any_combination_matches_lightning(accumulate: int, clip: str, precision
     assert_same_weights(lightning_model, surge_model)
 
 
-@settings(derandomize=True, max_examples=15, deadline=None)
+@settings(derandomize=True, max_examples=10, deadline=None)
 @given(
     accumulate=st.sampled_from([1, 2, 3]),
     clip=st.sampled_from(sorted(CLIPS)),
@@ -822,6 +822,15 @@ def test_a_step_that_cannot_take_the_loop_s_arguments_is_refused_before_the_run(
     assert "cannot take the arguments the loop passes" in message
     assert "write it as `def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None)`" in message
     assert list(tmp_path.iterdir()) == []  # before anything was written
+    assert len(make_trainer("surge").predict(model, loader(4))) == 2  # predict calls no optimizer_step
+
+    class OldTransfer:  # before Lightning 1.4 it took no dataloader_idx
+        def transfer_batch_to_device(self, batch: Any, device: torch.device) -> Any:
+            raise AssertionError("never called")
+
+    with pytest.raises(surge.SurgeError, match=r"SurgeModel.transfer_batch_to_device\(batch, device\) cannot take"):
+        make_trainer("surge", default_root_dir=str(tmp_path)).validate(build("surge", OldTransfer), loader(4))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_precision_plugin_that_cannot_call_the_module_s_backward_is_refused(tmp_path: Path) -> None:

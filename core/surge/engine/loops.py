@@ -523,7 +523,8 @@ class _Closure:
 
 class _Hooked(_Automatic):
     """Automatic optimization in Lightning's shape, for a Module that overrides ``optimizer_step``,
-    ``optimizer_zero_grad``, ``backward`` or ``configure_gradient_clipping`` (:class:`_Automatic` otherwise): on
+    ``optimizer_zero_grad``, ``backward`` or ``configure_gradient_clipping``, or an optimizer that calls the
+    closure itself (LBFGS); :class:`_Automatic` otherwise. On
     the batch that completes a window, ``module.optimizer_step(epoch, batch_idx, optimizer, closure)`` with the
     wrapped optimizer and a :class:`_Closure` over the batch; the window's other batches run the closure alone.
     The optimizer's ``step`` is :func:`step_with_closure`. After ``optimizer_step`` (whether or not it stepped,

@@ -709,13 +709,16 @@ def overridden_steps(module: Module) -> frozenset[str]:
     return frozenset(name for name in _STEP_CALLS if overrides(module, Module, name))
 
 
-def check_step_signatures(module: Module, datamodule: DataModule | None) -> None:
-    """Refuse, before a run, an overridden step that cannot take the arguments the loops pass it (Lightning
-    1.x's ``optimizer_step(epoch, batch_idx, optimizer, optimizer_idx, ...)``, a misspelt keyword)."""
+def check_step_signatures(module: Module, datamodule: DataModule | None, stage: str) -> None:
+    """Refuse, before a run of ``stage``, an overridden step it calls that cannot take the arguments the loops
+    pass it (Lightning 1.x's ``optimizer_step(epoch, batch_idx, optimizer, optimizer_idx, ...)``, a misspelt
+    keyword)."""
+    names = _STEP_CALLS if stage == "fit" else BATCH_TRANSFER_STEPS
     for owner, base in ((module, Module), (datamodule, DataModule)):
         if owner is None:
             continue
-        for name, (count, keywords, wanted) in _STEP_CALLS.items():
+        for name in names:
+            count, keywords, wanted = _STEP_CALLS[name]
             if not hasattr(base, name) or not overrides(owner, base, name):
                 continue
             method = getattr(owner, name)
@@ -732,10 +735,12 @@ def check_step_signatures(module: Module, datamodule: DataModule | None) -> None
 
 
 def _signature(method: Any) -> str:
+    """The parameters of ``method`` as written, without annotations: ``(batch, device)``."""
     try:
-        return str(inspect.signature(method))
+        params = inspect.signature(method).parameters.values()
     except (TypeError, ValueError):
         return "(...)"
+    return "(" + ", ".join(str(p.replace(annotation=p.empty)) for p in params) + ")"
 
 
 def batch_transfer_steps(module: Module, datamodule: DataModule | None) -> dict[str, Callable[..., Any]]:

@@ -751,7 +751,7 @@ class Trainer:
             raise ConfigError(
                 [("trainer.accumulate_grad_batches", "must be 1 with manual optimization; accumulate in training_step")]
             )
-        check_step_signatures(model, datamodule)
+        check_step_signatures(model, datamodule, stage)
         if stage == "fit" and overrides(model, Module, "backward") and not _takes_backward_fn(self.precision_plugin):
             raise SurgeError(
                 _old_precision_backward(self.precision_plugin, f"{type(model).__name__} overrides backward")
