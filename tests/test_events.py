@@ -599,7 +599,13 @@ def test_module_hooks_get_lightning_style_arguments(hidden: Any, make_trainer: A
         resumed, datamodule=TinyDataModule(), ckpt_path=str(path)
     )
     assert ("on_load_checkpoint", 7) in resumed.calls
-    assert recorder.names()[2:6] == ["setup", "before_checkpoint_load", "after_checkpoint_load", "fit_start"]
+    assert recorder.names()[2:7] == [  # TinyModule saved hyper-parameters: logged after the load
+        "setup",
+        "before_checkpoint_load",
+        "after_checkpoint_load",
+        "log_hyperparams",
+        "fit_start",
+    ]
     assert not any(call[0] == "on_train_batch_end" for call in resumed.calls)  # the epoch was already done
 
 

@@ -96,9 +96,10 @@ class MetricStore:
         """Called with :attr:`pending`, the stage and the step (``None``: the global step) at each write (the
         Trainer emits ``log_metrics``)."""
         self.late: bool | None = None
-        """Between a training step's publication (:meth:`end_train_step`) and the next batch: whether that step is
-        written. Set, a value logged now (by a ``train_batch_end`` handler) belongs to that step and is published
-        at once, as Lightning's are; ``None`` otherwise."""
+        """From a training step's publication to the next batch: whether that step is written (the loop sets it
+        before publishing the step's values). Set, a value logged now (by a ``train_batch_end`` handler) belongs
+        to that step and is published at once, as Lightning's are, and joins its row (written once the handlers
+        are done: the loop calls :meth:`flush` when :attr:`pending` holds it); ``None`` otherwise."""
 
     def record(
         self,
@@ -221,14 +222,6 @@ class MetricStore:
                 ", ".join(kept),
             )
 
-    def end_train_step(self, write: bool) -> None:
-        """Publish a training step's values into the metric dicts, before its ``train_batch_end`` handlers read
-        them. What those handlers log joins the step's values (:attr:`late`); the step's row is written after
-        them (the loop calls :meth:`flush` when :attr:`pending` holds it), so it has both, as Lightning's."""
-        self.late = write
-        if self._step:
-            self.end_step(write, flush=False)
-
     def end_step(self, write: bool, flush: bool = True, step: int | None = None) -> None:
         """Publish this step's values into the metric dicts (``write``: also for the loggers; with ``flush``,
         hand them to the writer now, at ``step`` if given, else at the global step)."""
@@ -250,7 +243,7 @@ class MetricStore:
                     self.pending[key] = value
         self._step.clear()
         if write and flush:
-            self._write(step)
+            self.flush(step)
 
     def end_epoch(self, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
         """Reduce the current context's epoch accumulators and publish them; returns what goes to the loggers
@@ -278,7 +271,7 @@ class MetricStore:
         if write:
             if reset:
                 self.reset_objects()
-            self._write()
+            self.flush()
         return reduced
 
     def reset_objects(self) -> None:
@@ -306,11 +299,8 @@ class MetricStore:
             self.logged_metrics[key] = self.pending[key] = value
             logged[key] = (value, loader)
 
-    def flush(self) -> None:
-        """Write whatever is pending now."""
-        self._write()
-
-    def _write(self, step: int | None = None) -> None:
+    def flush(self, step: int | None = None) -> None:
+        """Write whatever is pending now, at ``step`` (``None``: the global step)."""
         if self.pending:
             if self.writer is not None:
                 context = self.context or "train"

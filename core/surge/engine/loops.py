@@ -174,7 +174,9 @@ def train_epoch(trainer: Trainer) -> None:
                     batches.skip(f"skipped by the stop requested in its train_batch_start: {state.stop_reason}")
                     break
             outputs = step(batch, batch_idx)
-            metrics.end_train_step(trainer.should_log)  # into the metric dicts; values logged from now on join
+            metrics.late = write = trainer.should_log  # what is logged from now to the next batch joins this step
+            if metrics._step:
+                metrics.end_step(write, False)  # into the metric dicts, for the train_batch_end handlers
             batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
             if bus.train_batch_end:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))

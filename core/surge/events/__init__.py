@@ -522,9 +522,10 @@ class LogHyperparams(Event):
 
 @dataclass(frozen=True, slots=True)
 class LogMetrics(Event):
-    """On global rank zero whenever logged metrics are written: after the optimizer step every
-    ``log_every_n_steps`` steps, after each validation or test batch that logged ``on_step=True`` values, at the
-    end of each training, validation and test epoch, and when a plugin calls ``trainer.log_metrics``.
+    """On global rank zero whenever logged metrics are written: after a training batch's ``train_batch_end``
+    every ``log_every_n_steps`` optimizer steps, after each validation or test batch that logged
+    ``on_step=True`` values, at the end of each training, validation and test epoch, and when a plugin calls
+    ``trainer.log_metrics``.
     ``event.metrics``: names to Python floats (the core moves every value to the host in one batched copy per
     device, only when there is a subscriber); ``step``: ``trainer.global_step`` when written (an evaluation
     batch's ``on_step`` values: that dataloader's batches evaluated so far in the run, Lightning's step);

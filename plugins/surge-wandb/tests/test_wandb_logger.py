@@ -140,6 +140,8 @@ def test_config_metrics_and_status_of_a_finished_fit(fit, recorder, wandb_runs, 
         "optim": {"name": "sgd", "betas": {"b1": 0.9, "b2": 0.999}},
         "layers": [16, 8],
         "lr": 0.05,
+        "in_features": 8,  # saved by TinyModule's __init__, the base class
+        "hidden": 16,
     }
 
     # One row per write, in order, value for value; the step is the x-axis of every metric, also of the user's
