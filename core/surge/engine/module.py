@@ -127,6 +127,11 @@ class Module(nn.Module):
     ``teardown(stage)`` handle those events; ``on_save_checkpoint(checkpoint)`` and
     ``on_load_checkpoint(checkpoint)`` handle ``before_checkpoint_save`` and ``after_checkpoint_load``.
     The Module's handlers run after the participants' and before the observers'.
+
+    The steps the loops take can be overridden as in Lightning, with its arguments and at its places:
+    :meth:`optimizer_step` (with the closure that runs ``training_step`` and :meth:`backward`),
+    :meth:`optimizer_zero_grad`, :meth:`backward`, :meth:`lr_scheduler_step`, :meth:`configure_gradient_clipping`,
+    :meth:`transfer_batch_to_device`, :meth:`on_before_batch_transfer` and :meth:`on_after_batch_transfer`.
     """
 
     automatic_optimization: bool = True
