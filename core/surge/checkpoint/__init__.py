@@ -163,7 +163,9 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
             # On the main thread a helper thread hashes the file as it is written, while this one serialises and
             # then waits for the disk; a background save (the checkpoint plugin's asynchronous writer) hashes on
             # its own thread, taking no more than one core from training.
-            writer = _HashingWriter(f, follow=_FOLLOW and threading.current_thread() is threading.main_thread())
+            crc32_back = _crc32_off()
+            follow = _FOLLOW and threading.current_thread() is threading.main_thread()
+            writer = _HashingWriter(f, follow, on_first_write=crc32_back)
             try:
                 try:
                     torch.save(checkpoint, cast(IO[bytes], writer))
@@ -174,6 +176,7 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
                 os.fsync(f.fileno())
                 new = writer.hexdigest()
             finally:
+                crc32_back()
                 writer.close()
         old = [digest for digest in _committed_digests(path) if digest != new]
         if old:
@@ -215,6 +218,40 @@ def _replace_durably(directory: str, name: str, content: bytes) -> None:
     _fsync_directory(directory)
 
 
+_crc32_lock = threading.Lock()
+_crc32_holders = 0
+_crc32_before = True
+
+
+def _crc32_off() -> Callable[[], None]:
+    """Make the ``torch.save`` about to start write no CRC-32 per record; returns the (idempotent) function that
+    puts torch's setting back, which the save's writer calls at its first byte (torch reads the setting when it
+    opens the archive, before that), so that a ``torch.save`` elsewhere in the process is hardly ever affected.
+
+    The file's SHA-256, which every load checks, covers what the CRC-32s would; computing both cost the save
+    a third more CPU time. ``torch.load`` does not check CRC-32s; ``unzip -t`` reports them as wrong."""
+    global _crc32_holders, _crc32_before
+    with _crc32_lock:
+        if not _crc32_holders:
+            _crc32_before = torch.serialization.get_crc32_options()
+            torch.serialization.set_crc32_options(False)
+        _crc32_holders += 1
+    released = False
+
+    def back() -> None:
+        global _crc32_holders
+        nonlocal released
+        with _crc32_lock:
+            if released:
+                return
+            released = True
+            _crc32_holders -= 1
+            if not _crc32_holders:
+                torch.serialization.set_crc32_options(_crc32_before)
+
+    return back
+
+
 class _HashingWriter:
     """A file-like sink for ``torch.save`` that writes every byte it is given to ``file`` (unbuffered: a short
     write is continued, an error raised and kept in :attr:`error`) and hashes it as it is written.
@@ -224,13 +261,18 @@ class _HashingWriter:
     the caller serialises the next tensors and then waits for the data to reach the disk (fsync): with a core
     to spare, the hash costs the save little time. :meth:`hexdigest` waits for it to catch up."""
 
-    def __init__(self, file: Any, follow: bool) -> None:
+    def __init__(self, file: Any, follow: bool, on_first_write: Callable[[], None] | None = None) -> None:
         self._file = file
         self.error: OSError | None = None
         self._hash = hashlib.sha256()
         self._follower = _Follower(file.fileno()) if follow else None
+        self._on_first_write = on_first_write
 
     def write(self, data: Any) -> int:
+        first = self._on_first_write
+        if first is not None:
+            self._on_first_write = None
+            first()
         view = memoryview(data).cast("B")
         if self._follower is None:
             self._hash.update(view)
