@@ -6,7 +6,8 @@ A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
 
 * ``URL``: the checkpoint dict as written by ``torch.save``. It holds only tensors and plain containers
   (dict, list, tuple, str, int, float, bool, None), so ``torch.load(URL, weights_only=True)`` reads it with
-  no allow-list.
+  no allow-list. Its zip records carry no CRC-32 (the SHA-256 below covers the whole file; ``torch.load``
+  does not check CRC-32s, ``unzip -t`` reports them as wrong).
 * ``URL.sha256``: the commit marker, one line in ``sha256sum`` format (``<hex digest>  <file name>``), so
   ``sha256sum -c NAME.ckpt.sha256`` checks it from a shell. It is written last: a checkpoint is complete
   exactly when its marker exists and the data file's SHA-256 matches it. Everything else (no marker, an
@@ -14,7 +15,8 @@ A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
   naming the file.
 
 Writes (:func:`save`): on a local disk, the data goes to a temp file in the destination directory
-(``.NAME.<hex>.surge-tmp``) and is fsynced, renamed over ``NAME``, and then the marker is written the same
+(``.NAME.<hex>.surge-tmp``), hashed as it is written (on the main thread by a helper thread that follows the
+write through the page cache, so the hash overlaps serialising and the fsync), and is fsynced, renamed over ``NAME``, and then the marker is written the same
 way (temp file, fsync, rename, directory fsync). Overwriting a committed checkpoint first commits a marker
 that lists the new digest and the old one, so the name is valid whichever data file a crash leaves; the
 final marker lists only the new digest. A crash leaves at worst temp files, which :func:`sweep` removes.
@@ -23,7 +25,9 @@ never replaces the object, and data without a matching marker is not a checkpoin
 an object store still has a window between the two uploads in which the name is invalid (``load`` refuses
 it and :func:`newest_valid` falls back); save under a new name and :func:`remove` the old one to avoid it.
 
-Reads (:func:`load`) always use ``torch.load(weights_only=True)``. A file that needs code unpickled is
+Reads (:func:`load`) always use ``torch.load(weights_only=True)`` and add at most the checkpoint's size to
+memory: a local file is hashed through a small buffer, then mapped (``mmap=True``); an object is read once,
+in order, straight into its tensors, the hash following the reads. A file that needs code unpickled is
 refused with what it needs, unless the caller passes ``trusted=True``.
 
 Contents (``surge_checkpoint_version`` 2): ``state_dict``, ``hparams``, ``epoch``, ``global_step``,
