@@ -32,7 +32,8 @@ fsync of ``dump_checkpoint``, ``Trainer.save_checkpoint``, Lightning's), load (`
 ``load_from_checkpoint`` (building the module and ``load_state_dict`` of a ``torch.load``, Surge's, Lightning's)
 and resume (``fit(ckpt_path=...)`` of a built model with ``max_steps`` already reached, Surge's and Lightning's,
 against the module's and optimizer's ``load_state_dict`` of a ``torch.load``). A measurement that needs more
-memory than the machine has available (and 1 GB to spare) is skipped and reported as such.
+memory than the machine has available (and half a gigabyte to spare) is skipped and reported as such; the
+children ask the kernel to end them first should memory run out (``oom_score_adj``).
 
 Usage::
 
@@ -580,16 +581,16 @@ def scale_prepare_lightning(layers: int, directory: Path) -> dict[str, Any]:
     return {}
 
 
-MEMORY_NEEDED = {"save": 1.2, "load": 1.2, "load_from_checkpoint": 2.2, "resume": 2.2}
+MEMORY_NEEDED = {"save": 1.2, "load": 1.2, "load_from_checkpoint": 2.1, "resume": 2.1}
 """A measurement's peak resident set, as a multiple of the checkpoint (Lightning's save: :data:`LIGHTNING_SAVE`):
-one runs only when the machine has that much memory available, and 1 GB more."""
+one runs only when the machine has that much memory available, and half a gigabyte more."""
 LIGHTNING_SAVE = 2.8
 """Lightning's ``save_checkpoint`` serialises into memory and writes from there: the model and about 1.5x more."""
 
 
 def _fits(needed: float) -> bool:
     available = _available_bytes()
-    return not available or available >= needed + 1e9
+    return not available or available >= needed + 0.5e9
 
 
 def _run_child(args: list[str]) -> dict[str, Any]:
@@ -870,6 +871,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def child(argv: list[str]) -> None:
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")  # on a shared machine short of memory, the kernel ends this process before anyone else's
     if argv[0] == "prepare":
         print(json.dumps(scale_prepare(int(argv[1]), Path(argv[2]))))
     elif argv[0] == "prepare-lightning":
