@@ -521,8 +521,10 @@ def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     through a small buffer, then ``torch.load(weights_only=True, mmap=True)`` maps that same open file: every
     tensor is backed by the file's pages (copy-on-write: changing one never changes the file) and read when first
     used, and the pages are shared with the page cache (several processes loading one file share them). A mapped
-    file stays allocated while a tensor of it lives (a resumed fit's optimizer states keep it until the run
-    ends); Surge's saves replace a checkpoint by renaming a new file over it, which leaves a mapped one intact.
+    file stays allocated while a tensor of it lives (a resumed fit's optimizer states keep it, and the weights'
+    pages the restore read stay resident, reclaimable, until the run ends); Surge's saves replace a checkpoint by
+    renaming a new file over it, which leaves a mapped one intact, but a file truncated in place while a tensor of
+    it lives (``torch.save`` to the same path) would fault when that tensor is read.
     An object in an object store (any fsspec URL that is not a local path) is read once, in order, by
     ``torch.load`` straight into its tensors, the hash following the bytes as they arrive; nothing is returned
     before the whole object is hashed and matches.
