@@ -85,6 +85,26 @@ def goals(ovh: dict[str, Any], imp: dict[str, Any], ckpt: dict[str, Any]) -> lis
         f"flight at most {checkpoint.GOAL_RATIO}x normal steps | {ratio:.2f}x | "
         f"{'met' if ratio <= checkpoint.GOAL_RATIO else 'MISSED'} |"
     )
+    sync = ckpt["sync"]["variants"]
+    save = sync["Trainer.save_checkpoint"]["median_s"] / sync["torch.save + fsync"]["median_s"]
+    rows.append(
+        f"| `Trainer.save_checkpoint` of a {ckpt['sync']['checkpoint_mb']:.0f} MB checkpoint at most "
+        f"{checkpoint.SAVE_GOAL}x `torch.save` + fsync | {save:.2f}x | "
+        f"{'met' if save <= checkpoint.SAVE_GOAL else 'MISSED'} |"
+    )
+    for size in ckpt.get("scale", {}).get("sizes", []):
+        ops = size.get("operations", {})
+        if "surge" not in ops.get("load", {}) or "raw" not in ops.get("load", {}):
+            continue
+        gb = size["checkpoint_bytes"] / 1e9
+        load, raw = ops["load"]["surge"], ops["load"]["raw"]
+        time_ratio = load["median_s"] / raw["median_s"]
+        memory = load["median_added"] / size["checkpoint_bytes"]
+        rows.append(
+            f"| `surge.checkpoint.load` of {gb:.2f} GB: at most {checkpoint.LOAD_GOAL}x the time of `torch.load`, "
+            f"at most {checkpoint.MEMORY_GOAL}x the checkpoint added to memory | {time_ratio:.2f}x, +{memory:.2f}x | "
+            f"{'met' if time_ratio <= checkpoint.LOAD_GOAL and memory <= checkpoint.MEMORY_GOAL else 'MISSED'} |"
+        )
     return rows
 
 

@@ -174,6 +174,34 @@ def test_ddp_report_from_known_samples() -> None:
     assert "| surge strategy='ddp' | 1.300 | 12.3 | 0.909 |" in ddp.markdown(result)
 
 
+def test_checkpoint_scale_report_from_known_results() -> None:
+    """Part 3 of benchmarks/checkpoint.py runs in ``make bench`` and its smoke test; here the report's arithmetic:
+    time ratios to the raw row, memory as a multiple of the checkpoint, a measurement that did not fit left out."""
+    checkpoint = _bench_module("checkpoint")
+
+    def row(seconds: float, added: float) -> dict:
+        return {"median_s": seconds, "median_added": added}
+
+    size = {
+        "label": "1GB",
+        "checkpoint_bytes": 1e9,
+        "rounds": 3,
+        "operations": {
+            "save": {"raw": row(2.0, 0.0), "surge": row(2.4, 2e7)},
+            "load": {"raw": row(1.0, 1e9), "surge": row(1.1, 1.02e9)},
+            "load_from_checkpoint": {"raw": row(1.5, 2e9), "surge": row(1.6, 2e9), "lightning": row(1.5, 2e9)},
+            "resume": {"raw": row(1.2, 1e9), "surge": row(1.3, 1e9), "lightning": row(1.4, 1e9)},
+        },
+        "skipped_parts": {"save: lightning": "needs 2.8 GB of available memory, 2.0 GB"},
+    }
+    report = checkpoint.scale_markdown({"sizes": [size, {"label": "quarter", "skipped": "needs 7 GB"}]})
+    assert "| save: Surge `Trainer.save_checkpoint` | 2.40 s (1.20x), +0.02x |" in report
+    assert "| load: Surge `surge.checkpoint.load` | 1.10 s (1.10x), +1.02x |" in report
+    assert "| resume: Lightning | 1.40 s (1.17x), +1.00x |" in report
+    assert "save: Lightning" not in report.split("Medians")[0]  # not measured at this size
+    assert "1GB save: lightning (needs 2.8 GB" in report and "quarter (needs 7 GB)" in report
+
+
 def _overhead_result(raw_us: float, surge: dict[str, float], lightning: bool) -> dict:
     rows = {"raw": raw_us, **surge}
     summary = {

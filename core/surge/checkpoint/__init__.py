@@ -6,7 +6,8 @@ A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
 
 * ``URL``: the checkpoint dict as written by ``torch.save``. It holds only tensors and plain containers
   (dict, list, tuple, str, int, float, bool, None), so ``torch.load(URL, weights_only=True)`` reads it with
-  no allow-list.
+  no allow-list. Its zip records carry no CRC-32 (the SHA-256 below covers the whole file; ``torch.load``
+  does not check CRC-32s, ``unzip -t`` reports them as wrong).
 * ``URL.sha256``: the commit marker, one line in ``sha256sum`` format (``<hex digest>  <file name>``), so
   ``sha256sum -c NAME.ckpt.sha256`` checks it from a shell. It is written last: a checkpoint is complete
   exactly when its marker exists and the data file's SHA-256 matches it. Everything else (no marker, an
@@ -14,7 +15,8 @@ A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
   naming the file.
 
 Writes (:func:`save`): on a local disk, the data goes to a temp file in the destination directory
-(``.NAME.<hex>.surge-tmp``) and is fsynced, renamed over ``NAME``, and then the marker is written the same
+(``.NAME.<hex>.surge-tmp``), hashed as it is written (on the main thread by a helper thread that follows the
+write through the page cache, so the hash overlaps serialising and the fsync), and is fsynced, renamed over ``NAME``, and then the marker is written the same
 way (temp file, fsync, rename, directory fsync). Overwriting a committed checkpoint first commits a marker
 that lists the new digest and the old one, so the name is valid whichever data file a crash leaves; the
 final marker lists only the new digest. A crash leaves at worst temp files, which :func:`sweep` removes.
@@ -23,7 +25,9 @@ never replaces the object, and data without a matching marker is not a checkpoin
 an object store still has a window between the two uploads in which the name is invalid (``load`` refuses
 it and :func:`newest_valid` falls back); save under a new name and :func:`remove` the old one to avoid it.
 
-Reads (:func:`load`) always use ``torch.load(weights_only=True)``. A file that needs code unpickled is
+Reads (:func:`load`) always use ``torch.load(weights_only=True)`` and add at most the checkpoint's size to
+memory: a local file is hashed through a small buffer, then mapped (``mmap=True``); an object is read once,
+in order, straight into its tensors, the hash following the reads. A file that needs code unpickled is
 refused with what it needs, unless the caller passes ``trusted=True``.
 
 Contents (``surge_checkpoint_version`` 2): ``state_dict``, ``hparams``, ``epoch``, ``global_step``,
@@ -189,7 +193,9 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
             # On the main thread a helper thread hashes the file as it is written, while this one serialises and
             # then waits for the disk; a background save (the checkpoint plugin's asynchronous writer) hashes on
             # its own thread, taking no more than one core from training.
-            writer = _HashingWriter(f, follow=_FOLLOW and threading.current_thread() is threading.main_thread())
+            crc32_back = _crc32_off()
+            follow = _FOLLOW and threading.current_thread() is threading.main_thread()
+            writer = _HashingWriter(f, follow, on_first_write=crc32_back)
             try:
                 try:
                     torch.save(checkpoint, cast(IO[bytes], writer))
@@ -200,6 +206,7 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
                 os.fsync(f.fileno())
                 new = writer.hexdigest()
             finally:
+                crc32_back()
                 writer.close()
         old = [digest for digest in _committed_digests(path) if digest != new]
         if old:
@@ -241,6 +248,40 @@ def _replace_durably(directory: str, name: str, content: bytes) -> None:
     _fsync_directory(directory)
 
 
+_crc32_lock = threading.Lock()
+_crc32_holders = 0
+_crc32_before = True
+
+
+def _crc32_off() -> Callable[[], None]:
+    """Make the ``torch.save`` about to start write no CRC-32 per record; returns the (idempotent) function that
+    puts torch's setting back, which the save's writer calls at its first byte (torch reads the setting when it
+    opens the archive, before that), so that a ``torch.save`` elsewhere in the process is hardly ever affected.
+
+    The file's SHA-256, which every load checks, covers what the CRC-32s would; computing both cost the save
+    a third more CPU time. ``torch.load`` does not check CRC-32s; ``unzip -t`` reports them as wrong."""
+    global _crc32_holders, _crc32_before
+    with _crc32_lock:
+        if not _crc32_holders:
+            _crc32_before = torch.serialization.get_crc32_options()
+            torch.serialization.set_crc32_options(False)
+        _crc32_holders += 1
+    released = False
+
+    def back() -> None:
+        global _crc32_holders
+        nonlocal released
+        with _crc32_lock:
+            if released:
+                return
+            released = True
+            _crc32_holders -= 1
+            if not _crc32_holders:
+                torch.serialization.set_crc32_options(_crc32_before)
+
+    return back
+
+
 class _HashingWriter:
     """A file-like sink for ``torch.save`` that writes every byte it is given to ``file`` (unbuffered: a short
     write is continued, an error raised and kept in :attr:`error`) and hashes it as it is written.
@@ -250,13 +291,18 @@ class _HashingWriter:
     the caller serialises the next tensors and then waits for the data to reach the disk (fsync): with a core
     to spare, the hash costs the save little time. :meth:`hexdigest` waits for it to catch up."""
 
-    def __init__(self, file: Any, follow: bool) -> None:
+    def __init__(self, file: Any, follow: bool, on_first_write: Callable[[], None] | None = None) -> None:
         self._file = file
         self.error: OSError | None = None
         self._hash = hashlib.sha256()
         self._follower = _Follower(file.fileno()) if follow else None
+        self._on_first_write = on_first_write
 
     def write(self, data: Any) -> int:
+        first = self._on_first_write
+        if first is not None:
+            self._on_first_write = None
+            first()
         view = memoryview(data).cast("B")
         if self._follower is None:
             self._hash.update(view)
@@ -501,8 +547,10 @@ def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     through a small buffer, then ``torch.load(weights_only=True, mmap=True)`` maps that same open file: every
     tensor is backed by the file's pages (copy-on-write: changing one never changes the file) and read when first
     used, and the pages are shared with the page cache (several processes loading one file share them). A mapped
-    file stays allocated while a tensor of it lives (a resumed fit's optimizer states keep it until the run
-    ends); Surge's saves replace a checkpoint by renaming a new file over it, which leaves a mapped one intact.
+    file stays allocated while a tensor of it lives (a resumed fit's optimizer states keep it, and the weights'
+    pages the restore read stay resident, reclaimable, until the run ends); Surge's saves replace a checkpoint by
+    renaming a new file over it, which leaves a mapped one intact, but a file truncated in place while a tensor of
+    it lives (``torch.save`` to the same path) would fault when that tensor is read.
     An object in an object store (any fsspec URL that is not a local path) is read once, in order, by
     ``torch.load`` straight into its tensors, the hash following the bytes as they arrive; nothing is returned
     before the whole object is hashed and matches.

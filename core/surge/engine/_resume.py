@@ -387,6 +387,8 @@ def _every_rank(trainer: Trainer, resume: dict[str, Any]) -> dict[str, Any]:
     own_grads = mine["accumulated_grads"]
     shared = {**mine, "accumulated_grads": {k: v.detach().cpu() for k, v in own_grads.items()}}
     ranks = trainer.strategy.all_gather_object(shared)
+    if len(ranks) != trainer.world_size:
+        return resume  # a strategy that gathers nothing: every rank resumes from the saving rank's state
     ranks[trainer.global_rank] = mine  # this rank's own objects: what is shared with the top level is saved once
     return {**resume, "ranks": ranks}
 

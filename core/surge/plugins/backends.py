@@ -235,14 +235,10 @@ class Strategy:
         return obj
 
     def all_gather_object(self, obj: Any) -> list[Any]:
-        """Every process's ``obj`` (picklable), in rank order; the base class has one process: ``[obj]``.
-        Checkpoints gather each rank's RNG states and data position with it."""
-        if self.world_size > 1:
-            raise SurgeError(
-                f"strategy '{self.name or type(self).__qualname__}' runs {self.world_size} processes but does not "
-                "implement all_gather_object; override Strategy.all_gather_object, or subclass "
-                "surge.ProcessGroupStrategy"
-            )
+        """Every process's ``obj`` (picklable), in rank order: checkpoints gather each rank's RNG states and data
+        position with it. The base class returns ``[obj]``, this process's alone: a strategy of several processes
+        that does not override it (:class:`surge.ProcessGroupStrategy` does) has checkpoints record the state of
+        the process that writes them, which every process then resumes from."""
         return [obj]
 
     @staticmethod

@@ -17,7 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "checkpoint.py"
 def test_checkpoint_benchmark_smoke(tmp_path):
     out = tmp_path / "checkpoint.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--dir", str(tmp_path), "--json", str(out)],
+        [sys.executable, str(SCRIPT), "--quick", "--no-scale", "--dir", str(tmp_path), "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -31,3 +31,27 @@ def test_checkpoint_benchmark_smoke(tmp_path):
     assert surge_rows <= set(result["sync"]["variants"]) <= surge_rows | lightning_rows
     assert "| steps while a save is in flight |" in proc.stdout
     assert not list(tmp_path.glob("surge-bench-ckpt-*"))  # its files are cleaned up
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not SCRIPT.exists(), reason="runs from Surge's repository only")
+def test_checkpoint_benchmark_at_scale_smoke(tmp_path):
+    """Part 3 at one small size, one round: every operation by every party runs in its child and is reported."""
+    out = tmp_path / "scale.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--scale-only", "--dir", str(tmp_path), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=850,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (size,) = json.loads(out.read_text())["scale"]["sizes"]
+    for operation, parties in size["operations"].items():
+        assert {"raw", "surge"} <= set(parties), operation
+        for party in parties.values():
+            assert party["median_s"] > 0 and len(party["samples_s"]) == 1
+    load = size["operations"]["load"]["surge"]["median_added"]
+    assert 0 < load < 2 * size["checkpoint_bytes"]  # the tensors were read, so the measure saw them
+    assert "| load: Surge `surge.checkpoint.load` |" in proc.stdout
+    assert not list(tmp_path.glob("surge-bench-ckpt-*"))
