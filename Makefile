@@ -19,8 +19,11 @@ STAMP := $(VENV)/.surge-installed
 DEMO_PLUGIN_DIRS := plugins/surge-devices plugins/surge-checkpoint plugins/surge-csv plugins/surge-progress
 PLUGIN_DIRS := $(sort $(wildcard plugins/surge-*))
 PYTEST_ARGS ?=
+# The suite runs on every core (pytest-xdist, one worker each), a worker taking the next test when it is free
+# (`worksteal`: the long multi-process tests do not hold up a queue); PYTEST_XDIST= (empty) runs it in one process.
+PYTEST_XDIST ?= -n auto --dist worksteal
 
-.PHONY: demo test test-fast bench lint clean test-tpu test-gpu
+.PHONY: demo test test-fast fuzz bench lint clean test-tpu test-gpu
 
 $(DEMO_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DEMO_PLUGIN_DIRS)) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,12 +40,18 @@ demo: $(DEMO_STAMP)
 	$(BIN)/surge fit
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # `make test-fast`: the same set-up and suite less the tests marked `slow` (those that start child processes or
 # run whole programs side by side with Lightning), for a quick loop while editing. CI runs `make test`: all of it.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow" $(PYTEST_ARGS)
+
+# `make fuzz`: the property tests (Hypothesis marks them) exploring: ten times the examples of `make test`, from new
+# seeds (CI replays fixed ones; the profiles are in conftest.py). Never part of CI. A failure prints how to
+# reproduce it; add that case to its test as an explicit @example(...), so that CI replays it from then on.
+fuzz: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m hypothesis --hypothesis-profile=fuzz $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)   # e.g. BENCH_ARGS="--no-instructions --markdown bench.md"

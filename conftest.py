@@ -10,8 +10,31 @@ import pytest
 
 pytest_plugins = ["surge.testing"]
 
-
 _CHECKOUT = Path(__file__).parent
+
+# The property tests (Hypothesis) under two profiles. "ci", the default (CI, `make test`, any pytest run here):
+# each test replays the same examples on every run (derandomized: drawn from a seed fixed by the test itself, no
+# example database), so a submission fails only for what it changed. "fuzz" (`make fuzz`, never a gate): ten times
+# the examples from new seeds, the failures it finds kept in .hypothesis/ and replayed first on its next run.
+# A failure fuzz finds becomes an explicit @example(...) on its test, so that CI replays it from then on.
+# Tests size their budget with _fuzzing.examples(n): n examples under "ci", 10 n under "fuzz".
+try:
+    from hypothesis import settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+except ImportError:  # `make test-tpu`'s environment runs plugins/surge-tpu/xla_tests only, without Hypothesis
+    pass
+else:
+    settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+    settings.register_profile(
+        "fuzz",
+        max_examples=1000,
+        derandomize=False,
+        database=DirectoryBasedExampleDatabase(_CHECKOUT / ".hypothesis" / "examples"),
+        deadline=None,
+        print_blob=True,
+    )
+    settings.load_profile("ci")  # `pytest --hypothesis-profile=fuzz` (`make fuzz`) loads the other one after this
+
 # What a run writes into its working directory when nothing says where: Surge's run directories, and the
 # ./mlruns folder of MLflow's defaults (a file store, or the artifacts of a database store's experiments).
 _RUN_FOLDERS = ("surge_runs", "mlruns")

@@ -33,11 +33,17 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import itertools
 import json
 import os
 import platform
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -296,6 +302,409 @@ def _lightning_saver(module: surge.Module, directory: Path) -> Any:
     return save
 
 
+# -- part 3: at scale ----------------------------------------------------------------------------------------
+
+SCALE_WIDTH = 2048
+"""The scale model is a stack of SCALE_WIDTH x SCALE_WIDTH float32 matrices: 16 MiB each."""
+SAVE_GOAL, LOAD_GOAL, MEMORY_GOAL = 1.3, 1.2, 1.1
+"""Issue 27: ``Trainer.save_checkpoint`` at most 1.3x ``torch.save`` + fsync; a load at most 1.2x the time of
+``torch.load`` and adding at most 1.1x the checkpoint's tensors to the peak resident set."""
+OPERATIONS: dict[str, tuple[str, ...]] = {
+    "save": ("raw", "surge", "lightning"),
+    "load": ("raw", "surge"),
+    "load_from_checkpoint": ("raw", "surge", "lightning"),
+    "resume": ("raw", "surge", "lightning"),
+}
+"""What is measured at each size, and by whom. ``raw``: torch alone (``torch.save`` + fsync; ``torch.load``;
+building the module and ``load_state_dict`` of a ``torch.load``; that plus the optimizer's ``load_state_dict``)."""
+RAW_NAMES = {
+    "save": "torch.save + fsync",
+    "load": "torch.load",
+    "load_from_checkpoint": "module + torch.load + load_state_dict",
+    "resume": "torch.load + model/optimizer load_state_dict",
+}
+SURGE_NAMES = {
+    "save": "Trainer.save_checkpoint",
+    "load": "surge.checkpoint.load",
+    "load_from_checkpoint": "Module.load_from_checkpoint",
+    "resume": "fit(ckpt_path=...)",
+}
+
+
+class Layers(surge.Module):
+    """The scale model: ``layers`` square matrices. Built uninitialised (``torch.empty``), so that building it for
+    ``load_from_checkpoint`` costs an allocation, not an initialisation of gigabytes."""
+
+    def __init__(self, layers: int, width: int = SCALE_WIDTH) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.weights = nn.ParameterList(nn.Parameter(torch.empty(width, width)) for _ in range(layers))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x = batch[0]
+        for weight in self.weights:
+            x = x @ weight
+        return x.sum()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=1e-6)
+
+
+def _lightning_layers() -> Any:
+    import logging
+    import warnings
+
+    import lightning as L
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+
+    class LitLayers(L.LightningModule):
+        def __init__(self, layers: int, width: int = SCALE_WIDTH) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.weights = nn.ParameterList(nn.Parameter(torch.empty(width, width)) for _ in range(layers))
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return Layers.training_step(self, batch, batch_idx)  # type: ignore[arg-type]
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=1e-6)
+
+    return L, LitLayers
+
+
+def _filled(model: nn.Module) -> nn.Module:
+    """Every weight written (its memory resident), as an initialised model's would be."""
+    with torch.no_grad():
+        for i, param in enumerate(model.parameters()):
+            param.fill_(1.0 / (i + 1))
+    return model
+
+
+def _tiny_loader() -> DataLoader:
+    return DataLoader(TensorDataset(torch.ones(2, SCALE_WIDTH)), batch_size=1)
+
+
+def _surge_trainer(directory: Path) -> surge.Trainer:
+    return surge.Trainer(
+        max_steps=0,  # set up (and, with ckpt_path, restore) without training: what is measured is the checkpoint
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=str(directory / "surge-root"),
+    )
+
+
+def _lightning_trainer(L: Any, directory: Path) -> Any:
+    return L.Trainer(
+        max_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        accelerator="cpu",
+        devices=1,
+        default_root_dir=str(directory / "lightning-root"),
+    )
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_peak() -> int:
+    """Start this process's peak resident set afresh (Linux ``clear_refs``); returns the resident set now."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    return _status_bytes("VmRSS")
+
+
+def _read_all(obj: Any) -> None:
+    """Read every tensor (a mapped one is only resident once read), not timed."""
+    if isinstance(obj, torch.Tensor):
+        float(obj.sum())
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            _read_all(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            _read_all(value)
+
+
+def scale_child(operation: str, who: str, layers: int, directory: Path) -> dict[str, float]:
+    """One measurement in this (fresh) process: the seconds ``operation`` by ``who`` took and the bytes it added
+    to the peak resident set. The inputs are the files :func:`scale_prepare` wrote into ``directory``."""
+    files = {name: str(directory / name) for name in ("surge.ckpt", "torch.pt", "lightning.ckpt")}
+    target = str(directory / f"out-{who}.ckpt")
+    L = LitLayers = None
+    if who == "lightning":
+        L, LitLayers = _lightning_layers()
+    # First-call costs that are no checkpoint's: torch imports its compiler stack when the process's first optimizer
+    # is built (seconds), and a first fit imports what its plugins need. Paid here, before anything is measured.
+    torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+    if operation == "resume":
+        if who == "lightning":
+            _lightning_trainer(L, directory).fit(LitLayers(1, 8), DataLoader(TensorDataset(torch.ones(2, 8))))
+        elif who == "surge":
+            _surge_trainer(directory).fit(Layers(1, 8), train_dataloaders=DataLoader(TensorDataset(torch.ones(2, 8))))
+    action: Any
+    after: Any = _read_all
+    if operation == "save":
+        if who == "lightning":
+            model = _filled(LitLayers(layers))
+            trainer = _lightning_trainer(L, directory)
+            trainer.fit(model, _tiny_loader())
+
+            def action() -> None:
+                trainer.save_checkpoint(target)  # Lightning does not fsync
+
+        else:
+            model = _filled(Layers(layers))
+            trainer = _surge_trainer(directory)
+            trainer.fit(model, train_dataloaders=_tiny_loader())
+            if who == "surge":
+
+                def action() -> None:
+                    trainer.save_checkpoint(target)
+
+            else:
+                state = trainer.dump_checkpoint()
+
+                def action() -> None:
+                    with open(target, "wb") as f:
+                        torch.save(state, f)
+                        f.flush()
+                        os.fsync(f.fileno())
+
+        after = None
+    elif operation == "load":
+
+        def action() -> Any:
+            if who == "surge":
+                return store.load(files["surge.ckpt"])
+            return torch.load(files["torch.pt"], weights_only=True)
+
+    elif operation == "load_from_checkpoint":
+
+        def action() -> Any:
+            if who == "surge":
+                return Layers.load_from_checkpoint(files["surge.ckpt"])
+            if who == "lightning":
+                return LitLayers.load_from_checkpoint(files["lightning.ckpt"])
+            module = Layers(layers)
+            module.load_state_dict(torch.load(files["torch.pt"], weights_only=True)["state_dict"])
+            return module
+
+        after = None  # load_state_dict read every weight
+    else:  # resume: the model and the trainer exist (and the model's memory is resident) before the clock starts
+        if who == "lightning":
+            model = _filled(LitLayers(layers))
+            trainer = _lightning_trainer(L, directory)
+
+            def action() -> None:
+                trainer.fit(model, _tiny_loader(), ckpt_path=files["lightning.ckpt"])
+
+        elif who == "surge":
+            model = _filled(Layers(layers))
+            trainer = _surge_trainer(directory)
+
+            def action() -> None:
+                trainer.fit(model, train_dataloaders=_tiny_loader(), ckpt_path=files["surge.ckpt"])
+
+        else:
+            model = _filled(Layers(layers))
+            optimizer = model.configure_optimizers()
+
+            def action() -> None:
+                saved = torch.load(files["torch.pt"], weights_only=True)
+                model.load_state_dict(saved["state_dict"])
+                optimizer.load_state_dict(saved["optimizer_states"][0])
+
+        after = None
+    gc.collect()
+    before = _reset_peak()
+    start = time.perf_counter()
+    result = action()
+    seconds = time.perf_counter() - start
+    if after is not None:
+        after(result)
+    return {"seconds": seconds, "added": _status_bytes("VmHWM") - before}
+
+
+def scale_prepare(layers: int, directory: Path, lightning: bool) -> dict[str, Any]:
+    """The input files of the load measurements, from one model: ``surge.ckpt`` (``Trainer.save_checkpoint``),
+    ``torch.pt`` (``torch.save`` of the same ``dump_checkpoint``) and ``lightning.ckpt`` (Lightning's
+    ``save_checkpoint`` of the same weights)."""
+    model = _filled(Layers(layers))
+    trainer = _surge_trainer(directory)
+    trainer.fit(model, train_dataloaders=_tiny_loader())
+    trainer.save_checkpoint(str(directory / "surge.ckpt"))
+    torch.save(trainer.dump_checkpoint(), directory / "torch.pt")
+    if lightning:
+        L, LitLayers = _lightning_layers()
+        twin = LitLayers(layers)
+        twin.load_state_dict(model.state_dict())
+        lit_trainer = _lightning_trainer(L, directory)
+        lit_trainer.fit(twin, _tiny_loader())
+        lit_trainer.save_checkpoint(str(directory / "lightning.ckpt"))
+    return {"checkpoint_bytes": os.path.getsize(directory / "surge.ckpt")}
+
+
+def _run_child(args: list[str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"benchmark child {args} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _warm(path: Path) -> None:
+    """Read ``path`` once, so that every load starts from the page cache (as right after a save)."""
+    with open(path, "rb", buffering=0) as f:
+        buffer = bytearray(8 << 20)
+        while f.readinto(buffer):
+            pass
+
+
+def _available_bytes() -> int:
+    return _status_meminfo("MemAvailable")
+
+
+def _status_meminfo(field: str) -> int:
+    with contextlib.suppress(OSError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def scale_sizes(spec: str) -> list[tuple[str, int]]:
+    """``--sizes``: comma-separated sizes (``100MB``, ``1GB``, ``quarter``: a quarter of this machine's memory)."""
+    sizes = []
+    for item in spec.split(","):
+        item = item.strip()
+        if item == "quarter":
+            total = _status_meminfo("MemTotal")
+            sizes.append((f"{total / 4 / 1e9:.1f} GB (1/4 of memory)", total // 4))
+            continue
+        number, unit = re.fullmatch(r"([\d.]+)\s*([KMG]B)", item, re.IGNORECASE).groups()  # type: ignore[union-attr]
+        sizes.append((item, int(float(number) * {"KB": 1e3, "MB": 1e6, "GB": 1e9}[unit.upper()])))
+    return sizes
+
+
+def measure_scale(directory: Path, args: argparse.Namespace) -> dict[str, Any]:
+    lightning = _has_lightning()
+    whos = {op: [w for w in whom if w != "lightning" or lightning] for op, whom in OPERATIONS.items()}
+    results: dict[str, Any] = {"sizes": [], "lightning": lightning}
+    for label, size in scale_sizes(args.sizes):
+        layers = max(1, round(size / (SCALE_WIDTH * SCALE_WIDTH * 4)))
+        needed = 2.5 * layers * SCALE_WIDTH * SCALE_WIDTH * 4  # a module and a checkpoint at once, and some room
+        entry: dict[str, Any] = {"label": label, "layers": layers}
+        if _available_bytes() and _available_bytes() < needed:
+            entry["skipped"] = (
+                f"needs {needed / 1e9:.1f} GB of available memory, {_available_bytes() / 1e9:.1f} GB available"
+            )
+            results["sizes"].append(entry)
+            print(f"scale {label}: skipped, {entry['skipped']}", file=sys.stderr)
+            continue
+        where = directory / f"scale-{layers}"
+        where.mkdir()
+        entry.update(_run_child(["prepare", str(layers), str(where), str(int(lightning))]))
+        cases = [(op, who) for op, whom in whos.items() for who in whom]
+        samples: dict[str, dict[str, list[dict[str, float]]]] = {op: {w: [] for w in whom} for op, whom in whos.items()}
+        rounds = args.rounds if size < 2e9 else max(1, min(args.rounds, args.large_rounds))
+        for round_ in range(rounds):
+            order = cases[round_ % len(cases) :] + cases[: round_ % len(cases)]
+            for op, who in order:
+                if op in ("load", "load_from_checkpoint", "resume"):
+                    name = {"surge": "surge.ckpt", "raw": "torch.pt", "lightning": "lightning.ckpt"}[who]
+                    _warm(where / name)
+                samples[op][who].append(_run_child([op, who, str(layers), str(where)]))
+                for leftover in where.glob("out-*"):
+                    leftover.unlink()
+            print(f"scale {label}: round {round_ + 1}/{rounds} done", file=sys.stderr)
+        shutil.rmtree(where)
+        entry["rounds"] = rounds
+        entry["operations"] = {
+            op: {
+                who: {
+                    "median_s": statistics.median(s["seconds"] for s in runs),
+                    "median_added": statistics.median(s["added"] for s in runs),
+                    "samples_s": [round(s["seconds"], 4) for s in runs],
+                    "samples_added": [s["added"] for s in runs],
+                }
+                for who, runs in by_who.items()
+            }
+            for op, by_who in samples.items()
+        }
+        results["sizes"].append(entry)
+    return results
+
+
+def _has_lightning() -> bool:
+    done = subprocess.run([sys.executable, "-c", "import lightning"], capture_output=True)
+    return done.returncode == 0
+
+
+def scale_markdown(scale: dict[str, Any]) -> str:
+    sizes = [s for s in scale["sizes"] if "operations" in s]
+    if not sizes:
+        return "(checkpoints at scale: every size skipped)"
+    header = "| operation | " + " | ".join(f"{s['checkpoint_bytes'] / 1e9:.2f} GB" for s in sizes) + " |"
+    lines = [
+        "### Checkpoints at scale (time, and the peak memory the operation adds, as a multiple of the checkpoint)",
+        "",
+        header,
+        "| --- |" + " ---: |" * len(sizes),
+    ]
+    for op, whom in OPERATIONS.items():
+        for who in whom:
+            if not all(who in s["operations"][op] for s in sizes):
+                continue
+            name = {"raw": RAW_NAMES[op], "surge": f"Surge `{SURGE_NAMES[op]}`", "lightning": "Lightning"}[who]
+            cells = []
+            for s in sizes:
+                row = s["operations"][op][who]
+                raw = s["operations"][op]["raw"]["median_s"]
+                ratio = "" if who == "raw" else f" ({row['median_s'] / raw:.2f}x)"
+                memory = row["median_added"] / s["checkpoint_bytes"]
+                cells.append(f"{row['median_s']:.2f} s{ratio}, +{memory:.2f}x")
+            lines.append(f"| {op}: {name} | " + " | ".join(cells) + " |")
+    skipped = [f"{s['label']} ({s['skipped']})" for s in scale["sizes"] if "skipped" in s]
+    rounds = ", ".join(f"{s['rounds']}" for s in sizes)
+    lines += [
+        "",
+        (
+            f"Medians of interleaved rounds ({rounds} per size), each measurement in a fresh process: its time, and its "
+            "peak resident set (VmHWM, reset just before) minus its resident set then, as a multiple of the "
+            "checkpoint file's size; loads read every tensor afterwards (not timed), so mapped pages count. Ratios: "
+            "time over the raw row's. Loads start from the page cache; first-call costs that are no checkpoint's (torch "
+            "importing its compiler stack for the process's first optimizer, a first fit's imports) are paid before. `load_from_checkpoint` builds the module "
+            "(its memory is part of the figure: about 1x); `resume` is `fit(ckpt_path=...)` of a built model, with "
+            "`max_steps` already reached, so it restores and returns; the raw resume is the same two "
+            f"`load_state_dict` calls. Goals (issue 27): save at most {SAVE_GOAL}x, load at most {LOAD_GOAL}x in "
+            f"time and +{MEMORY_GOAL}x in memory. Lightning does not fsync its saves."
+        ),
+    ]
+    if skipped:
+        lines.append(f"Skipped: {'; '.join(skipped)}.")
+    return "\n".join(lines)
+
+
 def environment() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
@@ -309,6 +718,13 @@ def environment() -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    parts = [_saves_markdown(result)] if "async" in result else []
+    if "scale" in result:
+        parts.append(scale_markdown(result["scale"]))
+    return "\n\n".join(parts)
+
+
+def _saves_markdown(result: dict[str, Any]) -> str:
     a, s = result["async"], result["sync"]
     k = a["steps_by_kind"]
     verdict = "met" if a["ratio_in_flight"] <= GOAL_RATIO else "MISSED"
@@ -364,30 +780,56 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each synchronous save")
     parser.add_argument("--json", metavar="PATH", help="also write the results and samples as JSON")
     parser.add_argument("--quick", action="store_true", help="a smoke run: a 1 MB model, few steps")
+    parser.add_argument(
+        "--sizes",
+        default="100MB,1GB,quarter",
+        help="checkpoint sizes of part 3 (comma-separated; 'quarter': a quarter of this machine's memory)",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of part 3")
+    parser.add_argument("--large-rounds", type=int, default=3, help="rounds of part 3 for sizes of 2 GB and more")
+    parser.add_argument("--scale-only", action="store_true", help="part 3 only")
+    parser.add_argument("--no-scale", action="store_true", help="parts 1 and 2 only")
     args = parser.parse_args(argv)
     if args.quick:
         args.width, args.io, args.batch, args.every, args.saves, args.warmup, args.repeats = 256, 256, 8, 4, 2, 1, 1
+        args.sizes, args.rounds = "20MB", 1
     return args
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:  # one measurement of part 3, in a fresh process
+        child(argv[1:])
+        return {}
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="surge-bench-ckpt-", dir=args.dir) as tmp:
-        directory = Path(tmp)
-        result_async, trainer = measure_async(directory, args)
-        result_sync = measure_sync(directory, trainer, args.repeats)
-    assert not [t for t in threading.enumerate() if t.name == "surge-checkpoint-writer"]
-    result = {
+    result: dict[str, Any] = {
         "environment": environment(),
         "directory_kind": args.dir or tempfile.gettempdir(),
         "config": {k: v for k, v in vars(args).items() if k != "json"},
-        "async": result_async,
-        "sync": result_sync,
     }
+    with tempfile.TemporaryDirectory(prefix="surge-bench-ckpt-", dir=args.dir) as tmp:
+        directory = Path(tmp)
+        if not args.scale_only:
+            result["async"], trainer = measure_async(directory, args)
+            result["sync"] = measure_sync(directory, trainer, args.repeats)
+            del trainer
+        if not args.no_scale:
+            result["scale"] = measure_scale(directory, args)
+    assert not [t for t in threading.enumerate() if t.name == "surge-checkpoint-writer"]
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print(markdown(result))
     return result
+
+
+def child(argv: list[str]) -> None:
+    if argv[0] == "prepare":
+        layers, directory, lightning = int(argv[1]), Path(argv[2]), argv[3] == "1"
+        print(json.dumps(scale_prepare(layers, directory, lightning)))
+    else:
+        operation, who, layers, directory = argv[0], argv[1], int(argv[2]), Path(argv[3])
+        print(json.dumps(scale_child(operation, who, layers, directory)))
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

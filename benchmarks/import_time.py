@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cases[LIGHTNING_CASE[0]] = LIGHTNING_CASE[1]
     with tempfile.TemporaryDirectory(prefix="surge-bench-import-") as cwd:
         samples = measure_wall(cases, args.repeats, env, cwd)
-        split = measure_split(max(3, args.repeats // 3), env, cwd)
+        split = measure_split(args.split_runs or max(3, args.repeats // 3), env, cwd)
         prof = importtime_profile(args.importtime_runs, env, cwd, args.top) if args.importtime_runs else None
     return {
         "config": {"repeats": args.repeats, "keep_env": args.keep_env, "python": sys.executable},
@@ -244,10 +244,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=12, help="rows in the importtime tables")
     parser.add_argument("--keep-env", action="store_true", help="keep PYTHONDONTWRITEBYTECODE in the children")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 repeats, 1 importtime run")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 repeat, 1 split run, 1 importtime run")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.repeats, args.importtime_runs = 2, 1
+    args.split_runs = 0  # by default a third of the repeats, at least 3
+    if args.quick:  # each run is an interpreter importing torch: as few as show that every part works
+        args.repeats, args.importtime_runs, args.split_runs = 1, 1, 1
     return args
 
 

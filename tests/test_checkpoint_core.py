@@ -195,6 +195,56 @@ def test_resuming_with_another_plugin_set_warns_with_the_diff(make_trainer, tmp_
     assert "- counter" in text and "+ Extra" in text
 
 
+def test_testing_a_checkpoint_on_a_fresh_trainer_is_no_resume_and_writes_nothing(tmp_path):
+    """validate/test take a checkpoint's weights only: a Trainer with another plugin set does not warn about it
+    (a test is no resume), and with ``logger=False`` it leaves nothing on disk, as Lightning's does."""
+    from loguru import logger
+
+    trainer = surge.Trainer(
+        default_root_dir=str(tmp_path / "fit"), max_epochs=1, limit_train_batches=2, enable_progress_bar=False
+    )
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())  # its plugin set has the csv logger
+    path = str(tmp_path / "a.ckpt")
+    trainer.save_checkpoint(path)
+    messages = []
+    sink = logger.add(lambda m: messages.append(m.record["message"]), level="WARNING")
+    try:
+        fresh = surge.Trainer(default_root_dir=str(tmp_path / "mine"), logger=False, enable_progress_bar=False)
+        fresh.test(TinyModule(), datamodule=TinyDataModule(), ckpt_path=path, verbose=False)
+        fresh.validate(TinyModule(), datamodule=TinyDataModule(), ckpt_path=path, verbose=False)
+    finally:
+        logger.remove(sink)
+    assert fresh.ckpt_path == path
+    assert not [m for m in messages if "plugin set" in m], messages
+    assert not (tmp_path / "mine").exists()
+
+    import lightning
+
+    class Theirs(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(8, 1)
+
+        def training_step(self, batch, batch_idx):
+            return torch.nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+        def test_step(self, batch, batch_idx):
+            self.log("test_loss", torch.nn.functional.mse_loss(self.net(batch[0]), batch[1]))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    data = TinyDataModule()
+    data.setup("fit")
+    quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+    fitted = lightning.Trainer(default_root_dir=str(tmp_path / "lfit"), max_epochs=1, limit_train_batches=2, **quiet)
+    fitted.fit(Theirs(), train_dataloaders=data.train_dataloader())
+    fitted.save_checkpoint(str(tmp_path / "theirs.ckpt"))
+    reference = lightning.Trainer(default_root_dir=str(tmp_path / "theirs"), **quiet)
+    reference.test(Theirs(), dataloaders=data.test_dataloader(), ckpt_path=str(tmp_path / "theirs.ckpt"), verbose=False)
+    assert not (tmp_path / "theirs").exists()
+
+
 # -- the file format and its IO (surge.checkpoint) --------------------------------------------------------
 
 

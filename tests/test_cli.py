@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import jsonschema
 import pytest
 import surge
 from surge.cli import main
+from surge.events import Event
 
 
 def _surge() -> list[str]:
@@ -185,6 +188,7 @@ def test_in_process_json_lists_hooks_kind_and_default_status(plugin_env, capsys)
         "reason": "",
         "provides": {},
         "hooks": ["train_batch_end", "fit_end"],
+        "publishes": [],
         "default": False,
         "role": None,
         "description": "",
@@ -246,3 +250,62 @@ def test_in_process_table_with_no_plugins(plugin_env, capsys) -> None:  # type: 
 def test_in_process_no_command_returns_2(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main([]) == 2
     assert "usage: surge" in capsys.readouterr().out
+
+
+def test_each_epoch_line_gives_the_epochs_own_time_and_the_time_so_far(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    args = ["--model.class_path=surge.testing.TinyModule", "--data.class_path=surge.testing.TinyDataModule"]
+    assert (
+        main(["fit", *args, "--max-epochs", "3", "--root", str(tmp_path), "--trainer.enable_progress_bar=false"]) == 0
+    )
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch ")]
+    times = [re.fullmatch(r"epoch (\d)/2  .*  \[(\d+\.\d\d)s, (\d+\.\d\d)s in all\]", line) for line in lines]
+    assert len(times) == 3 and all(times), lines
+    own = [float(m.group(2)) for m in times if m]
+    so_far = [float(m.group(3)) for m in times if m]
+    assert so_far == sorted(so_far)
+    for epoch in (1, 2):  # each epoch's own time is its share of the total (the figures are rounded to 0.01 s)
+        assert own[epoch] <= so_far[epoch] - so_far[epoch - 1] + 0.02, lines
+
+
+# -- issue 26: hooks of other plugins' events, and the events a plugin publishes -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Noted(Event):
+    """After the noter noted a training batch: fires from its ``train_batch_end`` handler.
+
+    May change: nothing."""
+
+    name: ClassVar[str] = "batch_noted"
+
+
+class _Noter:
+    @surge.hookimpl
+    def train_batch_end(self, event: surge.events.TrainBatchEnd) -> None:
+        event.trainer.emit(_Noted(event.trainer))
+
+
+class _OnlyTheirs:
+    """Handles the noter's event only (optional: it runs without the noter)."""
+
+    @surge.hookimpl(optional=True)
+    def batch_noted(self, event: _Noted) -> None:
+        pass
+
+
+def test_listing_shows_other_plugins_events_and_what_a_plugin_publishes(plugin_env, capsys) -> None:  # type: ignore[no-untyped-def]
+    plugin_env.hide_installed()
+    plugin_env.add(surge.Plugin(name="noter", kind="participant", factory=_Noter, events=[_Noted]))
+    plugin_env.add(surge.Plugin(name="theirs", kind="participant", factory=_OnlyTheirs))  # on request: not built
+    plugin_env.add(surge.Plugin(name="theirs-on", kind="participant", default=True, factory=_OnlyTheirs))
+    assert main(["plugins", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["plugins"]}
+    assert (rows["noter"]["hooks"], rows["noter"]["publishes"]) == (["train_batch_end"], ["batch_noted"])
+    assert (rows["theirs"]["hooks"], rows["theirs"]["publishes"]) == (["batch_noted"], [])
+    assert rows["theirs-on"]["status"] == "active" and rows["theirs-on"]["hooks"] == ["batch_noted"]
+    assert main(["plugins", "-v"]) == 0
+    table = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert table["noter"].endswith("train_batch_end; publishes: batch_noted")
+    assert table["theirs"].endswith("batch_noted")

@@ -196,6 +196,28 @@ def test_five_mistakes_are_reported_at_once_with_their_lines(
     assert not root.exists()  # nothing was created: the config is checked before the Trainer is built
 
 
+def test_a_trainer_argument_without_its_section_gets_a_did_you_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--max-epoch 3`` (near the ``--max-epochs`` shorthand) and ``max_epochs:`` at the top of a file are
+    Trainer arguments outside ``trainer``: the hint names the dotted path and the flag that set it."""
+    root = tmp_path / "root"
+    assert main(["fit", "--max-epoch", "3", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "  - max-epoch: unknown key; did you mean 'trainer.max_epochs' (--trainer.max_epochs=VALUE on the command "
+        "line)? (the command line (--max-epoch 3))"
+    ) in err.splitlines()
+    with pytest.raises(ConfigError) as info:
+        _resolve(tmp_path, BASE + "max_epochs: 3\ngradient_clip: 1.0\nmodle: {}\nfoo: 1\n")
+    problems = dict(info.value.problems)
+    assert "did you mean 'trainer.max_epochs'" in problems["max_epochs"]
+    assert "did you mean 'trainer.gradient_clip_val'" in problems["gradient_clip"]
+    assert "did you mean 'model'?" in problems["modle"]
+    assert problems["foo"].startswith("unknown key; valid keys: seed_everything, model, data, trainer, plugins")
+    assert not root.exists()
+
+
 def test_class_paths_and_arguments_are_checked_before_anything_is_built(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

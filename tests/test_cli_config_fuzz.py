@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _fuzzing import examples  # tests/ is on sys.path (pytest `pythonpath`)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from surge.cli import runconfig
@@ -16,7 +17,7 @@ from surge.errors import ConfigError
 from surge.plugins import discover
 from surge.settings import load_settings
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Keys a real config has, and some near misses: random keys alone would almost never reach the validators.
 KEYS = [

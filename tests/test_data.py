@@ -145,7 +145,8 @@ class MultiVal(TinyModule):
         x, _ = batch
         self.seen.append((dataloader_idx, batch_idx, float(x[0, 0])))
         self.log("first", x[0, 0], reduce_fx="min")
-        self.log("shared", 1.0, add_dataloader_idx=False, reduce_fx="sum")
+        # a name of its own per loader (one name from two loaders is refused, as in Lightning)
+        self.log(f"batches_{dataloader_idx}", 1.0, add_dataloader_idx=False, reduce_fx="sum")
 
     test_step = validation_step
 
@@ -159,7 +160,7 @@ def test_several_validation_loaders(make_trainer):
     cb = trainer.callback_metrics
     assert cb["first/dataloader_idx_0"].item() == 0.0
     assert cb["first/dataloader_idx_1"].item() == 100.0
-    assert cb["shared"].item() == 5.0
+    assert (cb["batches_0"].item(), cb["batches_1"].item()) == (2.0, 3.0)
     assert "first" not in cb
 
 
@@ -167,8 +168,8 @@ def test_validate_returns_one_dict_per_loader(make_trainer):
     trainer = make_trainer()
     results = trainer.validate(MultiVal(), dataloaders=[loader(16), loader(8, offset=50)])
     assert results == [
-        {"first/dataloader_idx_0": 0.0, "shared": 3.0},
-        {"first/dataloader_idx_1": 50.0, "shared": 3.0},
+        {"first/dataloader_idx_0": 0.0, "batches_0": 2.0},  # each loader's values in its own dict
+        {"first/dataloader_idx_1": 50.0, "batches_1": 1.0},
     ]
 
 
@@ -191,7 +192,7 @@ def test_sanity_check_and_limits_apply_to_each_validation_loader(make_trainer):
 def test_one_loader_in_a_list_is_not_suffixed(make_trainer):
     trainer = make_trainer()
     (result,) = trainer.validate(MultiVal(), dataloaders=[loader(8)])
-    assert set(result) == {"first", "shared"}
+    assert set(result) == {"first", "batches_0"}
 
 
 def test_predict_with_several_loaders(make_trainer):

@@ -2,8 +2,10 @@
 
 A fenced ```python block runs in a fresh namespace in a temporary working directory (functions it defines
 named ``test_*`` are then called, with the ``tiny_fit`` fixture when they ask for it); a ```bash/```shell
-block runs in ``bash -euo pipefail`` in a temporary directory that is also ``$HOME``, with this environment's
-``surge`` first on ``PATH``, and only if every command is one of :data:`SAFE_COMMANDS`; a ```toml block must
+block runs in ``bash -euo pipefail`` as in a new terminal after the README's set-up: in a temporary directory
+that is also ``$HOME``, where ``.venv`` is this environment, with a ``PATH`` that does not have it (nor any
+``SURGE_*`` setting), after the set-up block's lines that follow its two ``make`` commands (``source
+.venv/bin/activate``), and only if every command is one of :data:`SAFE_COMMANDS`; a ```toml block must
 parse, and one with a ``[distributions]`` table is a lab profile that must match this environment's versions
 and list the distribution of every plugin it forces on.
 
@@ -84,6 +86,32 @@ def samples() -> list[Sample]:
                 )
             )
     return found
+
+
+def after_set_up() -> str:
+    """The README's set-up block less its ``make`` commands: what a reader runs in each new shell before the
+    commands that follow (``source .venv/bin/activate``)."""
+    readme = REPO / "README.md"
+    set_up = next(s for s in samples() if s.document == readme and s.language == "shell")
+    assert "make demo" in set_up.code and "make test" in set_up.code, f"{set_up.id} is not the set-up block"
+    lines = [line for line in set_up.code.splitlines() if line.strip() and not line.lstrip().startswith("make ")]
+    return "\n".join(lines)
+
+
+def fresh_shell(home: Path) -> dict[str, str]:
+    """The environment of a new terminal in the checkout after the set-up, with ``home`` as the checkout: its
+    ``.venv`` is this environment (a link), which is not on ``PATH``, and no ``SURGE_*`` setting is inherited."""
+    venv = Path(sys.prefix)
+    (home / ".venv").symlink_to(venv, target_is_directory=True)
+    hidden = {os.path.realpath(venv / "bin"), os.path.realpath(Path(sys.executable).parent)}
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and os.path.realpath(p) not in hidden]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SURGE_") and k not in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH")
+    }
+    env.update(HOME=str(home), REPO=str(REPO), PATH=os.pathsep.join(path or ["/usr/bin", "/bin"]))
+    return env
 
 
 def _params(language: str) -> list[Any]:
@@ -184,9 +212,8 @@ def test_shell_sample(sample: Sample, tmp_path: Path) -> None:
     assert not unsafe, (
         f"{sample.id}: {unsafe} may change this environment; mark the block `<!-- not-tested: REASON -->`"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SURGE_")}
-    env.update(HOME=str(tmp_path), REPO=str(REPO), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
-    script = f"{sample.setup}\n{sample.code}"
+    env = fresh_shell(tmp_path)
+    script = f"{after_set_up()}\n{sample.setup}\n{sample.code}"
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
     )
@@ -201,8 +228,10 @@ def test_toml_sample(sample: Sample, tmp_path: Path) -> None:
         return  # pyproject.toml tables: parsing is the check
     (tmp_path / "lab.toml").write_text(sample.code)
     profile = lab.load(str(tmp_path / "lab.toml"))  # a placeholder hash or a bad pin is a ConfigError here
-    # a lab's environment holds only its distributions; this one holds every first-party plugin
-    assert [m.render() for m in profile.check() if m.kind != "unexpected"] == []
+    # a lab's environment holds only its distributions (and the start-up code they install); this one holds every
+    # first-party plugin, and setuptools' .pth file
+    ignored = {"unexpected", *lab.STARTUP_KINDS}
+    assert [m.render() for m in profile.check() if m.kind not in ignored] == []
     providers = {ep.name: ep.dist.name for ep in metadata.entry_points(group="surge.plugins") if ep.dist}
     for plugin, on in profile.profile.plugins.items():
         if on and not profile.profile.autoload:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import surge
 import torch
+from _fuzzing import examples  # tests/ is on sys.path (pytest `pythonpath`)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from loguru import logger
@@ -39,7 +40,7 @@ from surge.plugins import lab
 from surge.settings import SurgeSettings
 from surge.testing import PluginEnv, TinyDataModule, TinyModule, quiet_trainer_args
 
-FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 HANG_SECONDS = 60
 
 
@@ -131,7 +132,16 @@ PLAUSIBLE = (
 )
 
 # Arguments that name providers or plugins: a bad value there may also be a PluginError (unknown name).
-PROVIDER_ARGUMENTS = {"accelerator", "strategy", "precision", "plugins", "profiler", "logger", "devices"}
+PROVIDER_ARGUMENTS = {
+    "accelerator",
+    "strategy",
+    "precision",
+    "plugins",
+    "profiler",
+    "logger",
+    "devices",
+    "checkpoint_io",
+}
 
 
 @FUZZ
@@ -140,6 +150,8 @@ PROVIDER_ARGUMENTS = {"accelerator", "strategy", "precision", "plugins", "profil
         st.sampled_from(sorted(TrainerConfig.model_fields)) | st.text(max_size=12), PLAUSIBLE | VALUES, max_size=4
     )
 )
+# found in CI (issue 28): checkpoint_io="auto" was an unknown provider; it is the default file writer
+@example(kwargs={"checkpoint_io": "auto"})
 def test_any_trainer_arguments_give_a_trainer_or_a_config_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any]
 ) -> None:
@@ -328,7 +340,7 @@ def test_a_damaged_checkpoint_file_is_refused_naming_it(
     assert isinstance(checkpoint, dict)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=DAMAGE, marker=st.sampled_from(["kept", "recommitted", "missing"]))
 # found in CI: a flip that renames the optimizer's "state" key under a recomputed marker (a KeyError in restore)
 @example(damage=("flip", [(0.05714246894570953, 1)]), marker="recommitted")

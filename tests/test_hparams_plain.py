@@ -17,6 +17,7 @@ import pytest
 import surge
 import torch
 import yaml
+from _fuzzing import examples  # tests/ is on sys.path (pytest `pythonpath`)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from surge import checkpoint
@@ -312,7 +313,7 @@ def _yaml_form(value: Any) -> Any:
     return value
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.text(min_size=1, max_size=6), _values, max_size=4))
 def test_converted_hparams_round_trip_through_the_safe_loader_and_yaml(params: dict[str, Any]) -> None:
     from surge._plain import plain_hparams

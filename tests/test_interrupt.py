@@ -252,3 +252,68 @@ def test_second_ctrl_c_during_the_interrupt_handlers_reaches_the_caller_after_te
     assert counts["keyboard_interrupt"] == 1 and counts["teardown"] == 1 and "handler_finished" not in counts
     assert result["last"][-1] == "teardown"
     assert result["handler_restored"]
+
+
+# `surge fit` of a model that, once, waits inside a step of its second epoch (after the first epoch's checkpoint)
+# for the Ctrl-C the test sends.
+_CLI_MODEL = r"""
+import os, time
+from surge.testing import TinyModule
+
+
+class WaitsForCtrlC(TinyModule):
+    def training_step(self, batch, batch_idx):
+        if self.trainer.global_step == 12 and not os.path.exists("interrupted-once"):
+            open("interrupted-once", "w").close()
+            print("READY", flush=True)
+            deadline = time.monotonic() + 60
+            while not self.trainer.interrupted and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return super().training_step(batch, batch_idx)
+"""
+
+
+def test_after_ctrl_c_surge_fit_says_how_to_resume_and_the_resumed_run_says_from_which_file(tmp_path: Path) -> None:
+    (tmp_path / "case.py").write_text(_CLI_MODEL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SURGE_") and k != "PYTHONPATH"}
+    args = [
+        "fit",
+        "--model.class_path=case.WaitsForCtrlC",
+        "--data.class_path=surge.testing.TinyDataModule",  # 8 steps an epoch
+        "--trainer.max_epochs=2",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.default_root_dir={tmp_path / 'root'}",
+    ]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "surge", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:  # the child's own 60 s wait bounds this
+            if line.strip() == "READY":
+                os.kill(child.pid, signal.SIGINT)
+                break
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, f"{out}\n{err}"
+    assert (
+        "interrupted by Ctrl-C: fit stopped at a step boundary (epoch 1, global step 13); fit() again on this Trainer "
+        "with the same model continues from there, and in a new process fit(..., ckpt_path='last') resumes from the "
+        "newest checkpoint"
+    ) in err
+    saved = tmp_path / "root" / "surge_runs" / "version_0" / "checkpoints" / "epoch=0-step=8.ckpt"
+    assert f"checkpoint: the newest checkpoint of this run is {saved}; ckpt_path='last'" in err, err
+    (resume,) = [line.split(": ", 1)[1] for line in err.splitlines() if line.startswith("resume it with: ")]
+    assert resume.endswith(" fit " + " ".join(args[1:]) + " --ckpt_path=last")
+    resumed = subprocess.run(["bash", "-c", resume], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=280)
+    assert resumed.returncode == 0, f"{resumed.stdout}\n{resumed.stderr}"
+    assert f"resuming from {saved} (saved in epoch 0 at global step 8)" in resumed.stdout.splitlines(), resumed.stdout

@@ -205,6 +205,46 @@ def test_the_hash_is_the_documented_one(site: dict[str, Path]) -> None:
     assert (info / "RECORD").exists() and (info / "INSTALLER").exists()  # listed, but per install: left out
 
 
+def test_what_the_guard_trusts_is_what_the_hash_covers(site: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 26, item 1: a RECORD line leading out of the installation folder (``../x``, an absolute path, a
+    file that is a link out of it) is never the distribution's own, and does not change its hash."""
+    from importlib import metadata
+
+    from surge.plugins import _pinned
+
+    installed = tmp_path / "site"
+    shutil.copytree(site["lab"], installed)
+    elsewhere = tmp_path / "elsewhere" / "tp_alpha"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "__init__.py").write_text("raise SystemExit('unpinned code ran')\n")
+    info = installed / "surge_test_alpha-1.0.0.dist-info"
+    dist = metadata.PathDistribution(info)
+    before = lab.distribution_hash(dist)
+    with (info / "RECORD").open("a") as record:  # RECORD is left out of the hash: forged lines cost nothing
+        record.write(f"../elsewhere/tp_alpha/__init__.py,,\n{elsewhere / '__init__.py'},,\n")
+        record.write("tp_alpha.py/../../elsewhere/tp_alpha/__init__.py,,\n")
+    own, outside = _pinned.own_files(dist)
+    home = _pinned.home_of(dist, ["tp_alpha"], hashed=True)
+    assert home is not None and outside == {}
+    info_files = [f"surge_test_alpha-1.0.0.dist-info/{n}" for n in ("METADATA", "WHEEL", "entry_points.txt")]
+    assert (
+        home.files
+        == frozenset(own.values())
+        == frozenset((installed / p).resolve() for p in ["tp_alpha.py", *info_files])
+    )
+    assert not home.owns(str(elsewhere / "__init__.py"))
+    assert lab.distribution_hash(dist) == before
+    # a file of its own replaced by a link out of the folder is neither trusted nor hashable
+    (tmp_path / "elsewhere" / "tp_alpha.py").write_bytes((installed / "tp_alpha.py").read_bytes())
+    (installed / "tp_alpha.py").unlink()
+    (installed / "tp_alpha.py").symlink_to(tmp_path / "elsewhere" / "tp_alpha.py")
+    own, outside = _pinned.own_files(dist)
+    assert "tp_alpha.py" not in own and outside == {"tp_alpha.py": (tmp_path / "elsewhere" / "tp_alpha.py").resolve()}
+    assert not _pinned.home_of(dist, ["tp_alpha"]).owns(str(installed / "tp_alpha.py"))  # type: ignore[union-attr]
+    with pytest.raises(LabError, match="tp_alpha.py is a link to .*, outside its installation folder"):
+        lab.distribution_hash(dist)
+
+
 def test_every_mismatch_is_listed_at_once_with_one_command_for_all(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     profile = _without(_repin(env.lock, "surge-test-alpha", '"==1.0.1"'), "surge-test-pair")
     env.use(profile + 'surge-test-absent = "0.3.1"\n\n[plugins]\nabsent_plugin = true\n', monkeypatch)

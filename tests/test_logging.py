@@ -148,3 +148,67 @@ def test_a_trainer_leaves_the_host_logging_alone(tmp_path):
     _, _, err = child.wait()
     lines = [line for line in err.splitlines() if "the host's own record" in line]
     assert len(lines) == 1 and "| INFO     | __main__:" in lines[0], err
+
+
+# A script using Surge as a library, with a sink of its own that takes every record (as loguru's default one does).
+LIBRARY = """
+import json, sys
+from loguru import logger
+import surge
+from surge.testing import TinyDataModule, TinyModule
+
+records = []
+logger.add(lambda m: records.append([m.record["level"].name, m.record["name"], m.record["message"]]), level=0)
+surge.seed_everything(0)
+trainer = surge.Trainer(max_epochs=1, limit_train_batches=2, default_root_dir=sys.argv[1], enable_progress_bar=False)
+trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path="last")  # none yet: a WARNING, from scratch
+logger.info("the host's own record")
+print("RESULT: " + json.dumps(records))
+"""
+
+
+def _library_records(tmp_path: Path, **variables: str) -> list[tuple[str, str, str]]:
+    """The records the host's sink got from the script above: (level, module, message)."""
+    child = dists.start([sys.executable, "-c", LIBRARY, str(tmp_path / "root")], dists.child_env(**variables), tmp_path)
+    return [tuple(record) for record in child.result()]
+
+
+def _surges(records: list[tuple[str, str, str]], *levels: str) -> list[str]:
+    return [message for level, name, message in records if name.startswith("surge") and level in levels]
+
+
+@pytest.mark.slow
+def test_a_trainer_says_in_one_short_line_which_plugins_are_active(tmp_path):
+    records = _library_records(tmp_path)
+    (line,) = [m for m in _surges(records, "INFO") if "plugins active" in m or "plugin active" in m]
+    assert len(line) < 200, line
+    assert "no lab profile" in line and "`surge plugins`" in line
+    assert "checkpoint" in line and "surge_checkpoint" not in line  # the active plugins by name, not their files
+    assert "seed set to 0" in _surges(records, "INFO")  # Surge's INFO lines reach the host's sink...
+    assert not _surges(records, "DEBUG", "TRACE")  # ...and its DEBUG ones only when asked for
+    assert ("INFO", "__main__", "the host's own record") in records
+
+
+@pytest.mark.slow
+def test_surge_log_level_warning_gives_warnings_only_in_library_use(tmp_path):
+    records = _library_records(tmp_path, SURGE_LOG_LEVEL="WARNING")
+    assert not _surges(records, "TRACE", "DEBUG", "INFO", "SUCCESS"), records
+    (warning,) = _surges(records, "WARNING")
+    assert warning.startswith("ckpt_path='last': there is no checkpoint yet")
+    assert ("INFO", "__main__", "the host's own record") in records  # the host's sink is as it was
+
+
+@pytest.mark.slow
+def test_surge_log_level_debug_logs_every_loaded_plugin_with_its_file(tmp_path):
+    records = _library_records(tmp_path, SURGE_LOG_LEVEL="debug")
+    (full,) = [m for m in _surges(records, "DEBUG") if m.startswith("plugins loaded under no lab profile: ")]
+    assert "checkpoint (surge-checkpoint " in full and "surge_checkpoint/__init__.py" in full
+
+
+def test_an_unknown_surge_log_level_is_refused_before_anything_runs(monkeypatch, tmp_path):
+    import surge
+
+    monkeypatch.setenv("SURGE_LOG_LEVEL", "LOUD")
+    with pytest.raises(ValueError, match=r"SURGE_LOG_LEVEL='LOUD' is not a log level; use one of TRACE, DEBUG, INFO"):
+        surge.Trainer(default_root_dir=str(tmp_path))
+    assert not any(tmp_path.iterdir())

@@ -55,8 +55,9 @@ class Busy(TinyModule):
 
 
 class PerStep:
-    """Snapshots the counter around every training batch (between the batch's start and end events lie the
-    step, the optimizer step and the metric publication; a write, when due, happens before the end event)."""
+    """Snapshots the counter around every training batch: from its start event to the next batch's start (or
+    the epoch's end event). In between lie the step, the optimizer step, the metric publication, the end event
+    and, when due, the step's write (after the end event, whose handlers' values it holds)."""
 
     surge_name = "per_step"
 
@@ -64,14 +65,25 @@ class PerStep:
         self.counter = counter
         self.reads: dict[int, int] = {}
         self._at = 0
+        self._step: int | None = None
+
+    def _close(self) -> None:
+        if self._step is not None:
+            self.reads[self._step] = self.counter.count - self._at
+            self._step = None
 
     @surge.hookimpl
     def train_batch_start(self, event: Any) -> None:
+        self._close()
         self._at = self.counter.count
 
     @surge.hookimpl
     def train_batch_end(self, event: Any) -> None:
-        self.reads[event.trainer.global_step] = self.counter.count - self._at
+        self._step = event.trainer.global_step
+
+    @surge.hookimpl
+    def train_epoch_end(self, event: Any) -> None:
+        self._close()
 
 
 class Written:

@@ -20,7 +20,15 @@ class Sized(TinyModule):
 
 
 def test_save_hyperparameters_keeps_the_names_given() -> None:
-    assert dict(Sized(hidden=4).hparams) == {"hidden": 4, "lr": 0.05}
+    class Named(surge.Module):
+        def __init__(self, hidden: int = 16, lr: float = 0.05, note: str = "x") -> None:
+            super().__init__()
+            self.save_hyperparameters("hidden", "lr")
+
+    assert dict(Named(hidden=4).hparams) == {"hidden": 4, "lr": 0.05}
+    # a base class's save_hyperparameters (TinyModule saves its three by name) stays, as in Lightning; the
+    # subclass's names add to it
+    assert dict(Sized(hidden=4).hparams) == {"in_features": 8, "hidden": 4, "lr": 0.05}
 
     class Wrong(TinyModule):
         def __init__(self, hidden: int = 16) -> None:

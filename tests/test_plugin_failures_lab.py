@@ -97,18 +97,22 @@ def test_p_loads_or_blocks_one_plugin_for_the_command_only(plugin_env, capsys, m
     assert "is not NAME, no:NAME or no:DISTRIBUTION:NAME" in capsys.readouterr().err
 
 
-def test_the_start_up_line_says_what_was_loaded_from_where(plugin_env, make_trainer) -> None:  # type: ignore[no-untyped-def]
+def test_the_start_up_lines_say_what_is_active_and_at_debug_what_was_loaded_from_where(  # type: ignore[no-untyped-def]
+    plugin_env, make_trainer, monkeypatch
+) -> None:
     plugin_env.hide_installed()
     plugin_env.add(_plugin("solo"), distribution="surge-solo", version="1.2")
-    lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(str(m)), level="INFO", filter="surge", format="{message}")
+    monkeypatch.setenv("SURGE_LOG_LEVEL", "DEBUG")
+    lines: list[tuple[str, str]] = []
+    sink = logger.add(lambda m: lines.append((m.record["level"].name, m.record["message"])), level=0, filter="surge")
     logger.enable("surge")
     try:
         make_trainer()
     finally:
         logger.remove(sink)
-        logger.disable("surge")
-    line = next(line for line in lines if line.startswith("plugins loaded under no lab profile: "))
+    (short,) = [text for level, text in lines if level == "INFO" and " active (" in text]
+    assert short.startswith("2 plugins active (devices, solo) of 2 installed; no lab profile; `surge plugins` lists")
+    line = next(text for level, text in lines if level == "DEBUG" and text.startswith("plugins loaded under no lab"))
     devices = surge.plugins.discover(SurgeSettings()).records["devices"]
     assert f"devices (surge-devices {devices.version}, {devices.origin})" in line
     assert devices.origin.endswith("surge_devices/__init__.py")
@@ -207,3 +211,156 @@ def test_lock_warns_and_check_fails_for_a_pinned_plugin_that_cannot_import(  # t
     with pytest.raises(surge.PluginError, match="fatal because the lab profile lab.toml pins surge-testing-broken"):
         surge.Trainer(default_root_dir=str(tmp_path / "root"))  # ...as a run finds it
     assert not (tmp_path / "root").exists()
+
+
+# -- issue 26: what replaces what is said; a provider name claimed twice stays local; auto; origins --------------
+
+
+def _log(level: str = "INFO") -> tuple[list[str], int]:
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m).strip()), level=level, filter="surge", format="{message}")
+    logger.enable("surge")
+    return lines, sink
+
+
+def _unlog(sink: int) -> None:
+    logger.remove(sink)
+    logger.disable("surge")
+
+
+def test_surge_lab_over_the_project_table_is_said_with_both_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    own = project / "pyproject.toml"
+    own.write_text("[tool.surge.lab]\nautoload = true\n[tool.surge.lab.plugins]\nswa = false\n")
+    (tmp_path / "shared.toml").write_text("autoload = true\n")
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("SURGE_LAB", str(tmp_path / "shared.toml"))
+    found, notes = lab.find(SurgeSettings())
+    assert found is not None and found.source == str(tmp_path / "shared.toml")
+    assert notes == [
+        f"the lab profile {own} [tool.surge.lab] (the project's own) does not apply here: SURGE_LAB (or --lab) "
+        f"names {tmp_path / 'shared.toml'}, which replaces it. To run under the project's table, unset SURGE_LAB "
+        "and leave out --lab"
+    ]
+    lines, sink = _log()
+    try:
+        surge.Trainer(default_root_dir=str(tmp_path / "root"))
+    finally:
+        _unlog(sink)
+    assert notes[0] in lines  # a warning, once per process
+    startup = next(line for line in lines if line.startswith("plugins loaded under "))
+    assert startup.startswith(
+        f"plugins loaded under the lab profile {tmp_path / 'shared.toml'} (named by SURGE_LAB or --lab, over the "
+        f"project's own {own} [tool.surge.lab]): "
+    )
+    monkeypatch.delenv("SURGE_LAB")
+    assert main(["plugins", "--lab", str(tmp_path / "shared.toml")]) == 0  # --lab is SURGE_LAB for the command
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        f"lab profile: {tmp_path / 'shared.toml'}",
+        f"  note: {notes[0]}",
+    ]
+    assert main(["plugins", "--json", "--lab", str(own)]) == 0  # naming the project's own file replaces nothing
+    assert json.loads(capsys.readouterr().out)["lab_passed_over"] == []
+
+
+class _Device(surge.Accelerator):
+    """An accelerator that is available everywhere and says nothing about ``auto``."""
+
+    name = "quiet-device"
+    device_type = "cpu"
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return True
+
+
+class _Eager(_Device):
+    name = "eager-device"
+    auto_priority = 0  # what surge-devices' cpu says: a tie with it
+
+
+def test_auto_never_moves_to_an_accelerator_that_does_not_ask(plugin_env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import lightning.pytorch as pl
+
+    plugin_env.add(surge.Plugin(name="quiet", kind="provider", provides={"accelerator": {"quiet-device": _Device}}))
+    lines, sink = _log()
+    try:
+        trainer = surge.Trainer(accelerator="auto", logger=False, default_root_dir=str(tmp_path))
+    finally:
+        _unlog(sink)
+    # 'quiet-device' sorts after 'cpu' and has the default priority: it is not a candidate at all
+    assert trainer.accelerator.name == "cpu"
+    assert type(pl.Trainer(accelerator="auto", logger=False).accelerator).__name__ == "CPUAccelerator"  # as Lightning
+    chose = next(line for line in lines if line.startswith("accelerator='auto' chose"))
+    assert chose.startswith("accelerator='auto' chose 'cpu' from plugin 'devices' (distribution surge-devices ")
+    assert chose.endswith("(auto_priority 0; available: cpu (0))")
+    assert surge.Trainer(accelerator="quiet-device", logger=False).accelerator.name == "quiet-device"  # by name: yes
+
+
+def test_auto_refuses_a_tie_naming_both(plugin_env) -> None:  # type: ignore[no-untyped-def]
+    plugin_env.add(surge.Plugin(name="eager", kind="provider", provides={"accelerator": {"eager-device": _Eager}}))
+    with pytest.raises(surge.errors.ProviderError) as refused:
+        surge.Trainer(accelerator="auto", logger=False)
+    message = str(refused.value)
+    assert "'auto' cannot choose between 'cpu' (plugin 'devices' (distribution surge-devices" in message
+    assert "and 'eager-device' (plugin 'eager' (distribution surge-testing-fake 0.0.1)): both are available" in message
+    assert "with auto_priority=0. Choose one by name (accelerator='cpu')" in message
+    assert surge.Trainer(accelerator="cpu", logger=False).accelerator.name == "cpu"  # naming one still works
+
+
+class _Half(surge.Precision):
+    name = "16-mixed"
+    aliases = ("16-mixed", "16", "half-ish")
+
+
+class _OtherHalf(surge.Precision):
+    name = "other-16"
+    aliases = ("other-16", "half-ish")
+
+
+def test_a_provider_alias_claimed_twice_fails_that_alias_only(plugin_env, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    plugin_env.add(surge.Plugin(name="half-a", kind="provider", provides={"precision": {"a-16": _Half}}), version="1.0")
+    plugin_env.add(surge.Plugin(name="half-b", kind="provider", provides={"precision": {"b-16": _OtherHalf}}))
+    lines, sink = _log("WARNING")
+    try:
+        trainer = surge.Trainer(logger=False, default_root_dir=str(tmp_path))  # never asks for 'half-ish'
+        assert surge.Trainer(precision="b-16", logger=False).precision_plugin.__class__ is _OtherHalf
+    finally:
+        _unlog(sink)
+    assert type(trainer.precision_plugin) is surge.Precision
+    warning = (
+        "precision 'half-ish' is claimed by plugin 'half-a' (distribution surge-testing-fake 1.0) and plugin 'half-b' "
+        "(distribution surge-testing-fake 0.0.1), so a run cannot choose it. Uninstall one, or block one with "
+        "SURGE_DISABLE_PLUGINS=half-a or SURGE_DISABLE_PLUGINS=half-b; a run that does not ask for it is not affected"
+    )
+    assert warning in lines
+    with pytest.raises(surge.errors.PluginConflictError, match="trainer.precision: precision 'half-ish' is claimed by"):
+        surge.Trainer(precision="half-ish", logger=False)
+    monkeypatch.setenv("SURGE_STRICT_PLUGINS", "1")  # strict: as with a plugin-name clash, every run refuses
+    with pytest.raises(surge.errors.PluginConflictError, match="fatal because SURGE_STRICT_PLUGINS=1"):
+        surge.Trainer(logger=False)
+
+
+def test_an_object_named_like_an_inactive_plugin_has_no_origin(tmp_path: Path) -> None:
+    class StandIn:
+        surge_name = "swa"  # surge-swa is installed, and off unless requested
+
+        @surge.hookimpl
+        def fit_start(self, event: object) -> None:
+            pass
+
+    trainer = surge.Trainer(plugins=[StandIn()], logger=False, default_root_dir=str(tmp_path), max_steps=1)
+    assert trainer.catalog.records["swa"].origin.endswith("surge_swa/__init__.py")  # imported, not active
+    entries = {entry["name"]: entry for entry in trainer.plugin_set()}
+    assert entries["swa"] == {
+        "name": "swa",
+        "distribution": None,
+        "version": None,
+        "tier": "participant",
+        "origin": None,  # not surge-swa's file: the object is the user's
+        "lab": None,
+    }
+    assert entries["devices.accelerator"]["origin"].endswith("surge_devices/__init__.py")

@@ -229,9 +229,28 @@ def test_the_checkpoint_plugin_saves_and_removes_through_the_checkpoint_io(tmp_p
     ]
 
 
-def test_without_a_checkpoint_io_the_strategy_writes_crash_safe_files() -> None:
-    trainer = surge.Trainer(**quiet_trainer_args())
+@pytest.mark.parametrize("value", [None, "auto"])
+def test_without_a_checkpoint_io_the_strategy_writes_crash_safe_files(value: str | None) -> None:
+    trainer = surge.Trainer(**quiet_trainer_args(checkpoint_io=value))
     assert type(trainer.strategy.checkpoint_io) is FileCheckpointIO
+
+
+def test_a_checkpoint_io_that_is_not_one_says_what_checkpoint_io_takes(plugin_env: PluginEnv) -> None:
+    takes = (
+        "checkpoint_io takes None or 'auto' (the default: surge.checkpoint.FileCheckpointIO, crash-safe files at any "
+        "fsspec URL), an object with save_checkpoint, load_checkpoint and remove_checkpoint"
+    )
+    with pytest.raises(surge.PluginError) as unknown:
+        surge.Trainer(**quiet_trainer_args(checkpoint_io="s3"))
+    assert "trainer.checkpoint_io: no checkpoint_io named 's3'. Valid names: none available." in str(unknown.value)
+    assert takes in str(unknown.value) and str(unknown.value).endswith(
+        "or the name of an installed checkpoint_io provider"
+    )
+    plugin_env.add(surge.Plugin(name="acme-io", kind="provider", provides={"checkpoint_io": {"memory": MemoryIO}}))
+    with pytest.raises(surge.PluginError, match=r"Did you mean 'memory'\? Valid names: memory\."):
+        surge.Trainer(**quiet_trainer_args(checkpoint_io="memroy"))
+    with pytest.raises(surge.ConfigError, match=r"trainer.checkpoint_io: got 3\. checkpoint_io takes None or 'auto'"):
+        surge.Trainer(**quiet_trainer_args(checkpoint_io=3))
 
 
 class HalfIO:

@@ -213,6 +213,10 @@ def test_help_keeps_each_settings_description(capsys: pytest.CaptureFixture[str]
     assert "--plugins.progress.refresh_rate  int (default: 1)" in out
     assert "At least this many batches between two refreshes; ``0`` switches the bar off." in out
     assert "--plugins.checkpoint.on_save_error  'raise' | 'warn' (default: 'raise')" in out
+    # a provider's settings too (issue 26): surge-devices' CPU threads, under the provider's line
+    provider = "devices (surge-devices 0.1.0, provider; accelerator: cpu, cuda, gpu, mps; strategy: single_device)"
+    assert f"  {provider}" in out
+    assert "    --plugins.devices.cpu_threads  int | null (default: None)\n        Intra-op threads torch uses" in out
     assert ProgressConfig.model_fields["plain_interval"].description == (
         "Plain mode: a line every this many seconds (``None``: no timed lines)."
     )

@@ -154,7 +154,30 @@ def _checkpoints(directory: str) -> list[str]:
     return sorted(str(p) for p in Path(directory).glob("*.ckpt"))
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in PORTING.glob("*.py")))
+UNMAPPED_TODAY = {
+    "demo_transformer": "surge_lightning.pytorch.demos",
+    "finetuning": "surge_lightning.pytorch.callbacks.BaseFinetuning",
+    "prediction_writer": "surge_lightning.pytorch.callbacks.BasePredictionWriter",
+}
+"""Programs of the suite (tests/test_porting_programs.py) that import a Lightning name or module surge-lightning
+does not have yet, so that the rewrite refuses them (issue 25, items 4 and 5): whoever adds it takes the program
+out of here."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(
+                strict=True, raises=UnmappedImport, reason=f"issue 25 items 4-5: no {UNMAPPED_TODAY[name]}"
+            ),
+        )
+        if name in UNMAPPED_TODAY
+        else name
+        for name in sorted(p.stem for p in PORTING.glob("*.py"))
+    ],
+)
 def test_porting_rewrites_import_statements_only(name: str) -> None:
     source = (PORTING / f"{name}.py").read_text()
     ported = port(source)
@@ -450,9 +473,11 @@ def _assert_same_run(surge: dict[str, Any], lightning: dict[str, Any]) -> None:
     _assert_same_weights(surge["model"], lightning["model"])
 
 
-def test_the_suite_has_ten_programs_each_run_by_a_test_here() -> None:
-    tested = set(re.findall(r'suite\.surge\("(\w+)"\)', Path(__file__).read_text()))
-    assert len(SUITE) >= 10 and tested == set(SUITE)
+def test_the_suite_has_its_programs_each_run_by_a_test() -> None:
+    # this file's programs, and those of public Lightning material in test_porting_programs.py (issue 25)
+    files = (Path(__file__), Path(__file__).with_name("test_porting_programs.py"))
+    tested = {name for file in files for name in re.findall(r'suite\.surge\("(\w+)"\)', file.read_text())}
+    assert len(SUITE) >= 27 and tested == set(SUITE)
 
 
 @pytest.mark.slow

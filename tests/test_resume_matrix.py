@@ -51,11 +51,21 @@ The stopped run is checked too: it stopped at the planned batch, and a stop that
 (max_steps, max_time, early_stop, request_stop) ends it as in Lightning (``train_epoch_end`` fires for it,
 ``current_epoch`` goes up) while an interrupt or a failure does not.
 
-``EXTRA_CASES`` add what pairs alone do not reach: the two documented exceptions above, and Ctrl-C in a
-mid-epoch validation followed by more training (semantics: that validation counts as not run and is rerun).
+``EXTRA_CASES`` add what pairs alone do not reach: the two documented exceptions above, Ctrl-C in a
+mid-epoch validation followed by more training (semantics: that validation counts as not run and is rerun),
+and ``held``: a stop requested in epoch 0 that ``min_epochs=2`` holds back (of ``max_epochs=3``), resumed from
+the newest ``every_n`` checkpoint in the middle of epoch 1: the resumed run stops after epoch 1, as the
+uninterrupted one does (the checkpoint records the held stop).
+
+The DDP part (``DDP_CASES``, ``slow``): 2 processes under torchrun (``_resume_matrix_ddp.py``), stopped by
+``max_steps``, by SIGTERM to one rank, and by SIGKILL of one rank with ``last``, resumed in fresh processes with
+another global seed (the ``DistributedSampler``'s) and other per-rank seeds; every rank must end with the
+uninterrupted 2-process run's weights, optimizer and scheduler states, step and epoch, and rank 0 with its
+``metrics.csv``.
 Also here: the sanity check leaves the numbers alone (``num_sanity_val_steps`` 0 or 2 gives the same run).
 
-Cases: 48 in the matrix (5 of them subprocess-based, ``slow``), plus 3 extra. Measured wall time on the
+Cases: 48 in the matrix (5 of them subprocess-based, ``slow``), plus 4 extra and 3 DDP ones (``slow``: a
+torchrun job of 2 processes each for the reference, part 1 and the resume, 30-90 s a case). Measured wall time on the
 2-core dev machine (shared with other test runs): the whole file (55 tests) 60-85 s, ``-m "not slow"`` about
 30 s; the 5 subprocess cases take 3-9 s each (the child imports torch); one fit takes 0.3-0.5 s (0.7-1 s with
 worker processes). SIGTERM is delivered in-process (a real signal to the test process, once the checkpoint
@@ -71,6 +81,7 @@ import contextlib
 import functools
 import itertools
 import json
+import math
 import os
 import random
 import re
@@ -204,9 +215,9 @@ class Case:
         return 0.5 if self.loop == "val_half" or self.stop == "early_stop" else 1.0
 
     @property
-    def config(self) -> tuple[str, str, float]:
+    def config(self) -> tuple[str, str, float, bool]:
         """What the reference run depends on."""
-        return self.data, self.loop, self.val_interval
+        return self.data, self.loop, self.val_interval, self.stop == "held"
 
     @property
     def subprocess(self) -> bool:
@@ -219,12 +230,14 @@ class Case:
             return 5  # the first optimizer step at or after batch 4
         if self.stop == "ctrlc_val" and self.val_interval == 1.0:
             return BATCHES - 1  # the validation at the epoch's end
+        if self.stop == "held":
+            return BATCHES - 1  # the held stop is honoured once min_epochs are done: after this epoch
         return 7 if self.stop in ("request_stop", "sigterm", "sigkill") else 4
 
     @property
     def cut_short(self) -> bool:
         """The stop ends the run as in Lightning: the cut-short epoch's end runs and current_epoch goes up."""
-        return self.stop in ("max_steps", "max_time", "early_stop", "request_stop")
+        return self.stop in ("max_steps", "max_time", "early_stop", "request_stop", "held")
 
     @property
     def expected_total_batches(self) -> int:
@@ -255,8 +268,13 @@ EXTRA_CASES = [
     Case("exception", "save_after", "shuffle", "acc3"),  # documented: the save is refused
     Case("exception", "save_after", "iterable_random", "val_half"),  # documented: python's RNG moved, a warning
     Case("ctrlc_val", "save_after", "shuffle", "val_half"),  # Ctrl-C in a mid-epoch validation, training follows
+    Case("held", "every_n", "shuffle", "sched_step"),  # a stop held back by min_epochs, resumed mid-epoch
 ]
-"""The documented exceptions, which the pairwise design does not reach on its own."""
+"""The documented exceptions and the cases the pairwise design does not reach on its own."""
+
+HELD_FLAGS = {"max_epochs": EPOCHS + 1, "min_epochs": EPOCHS}
+"""``held``: a stop requested in epoch 0 is held back by ``min_epochs`` until the end of epoch ``EPOCHS - 1``; the
+run would otherwise go on to ``EPOCHS + 1`` epochs."""
 
 
 # -- model and data ------------------------------------------------------------------------------------------
@@ -376,11 +394,13 @@ class At:
 
     surge_name = "matrix_stop"
 
-    def __init__(self, batch_idx: int, epoch: int = STOP_EPOCH) -> None:
-        self.epoch, self.batch_idx, self.fired = epoch, batch_idx, False
+    def __init__(self, batch_idx: int, epoch: int = STOP_EPOCH, rank: int | None = None) -> None:
+        self.epoch, self.batch_idx, self.rank, self.fired = epoch, batch_idx, rank, False
 
     def due(self, trainer: surge.Trainer, batch_idx: int) -> bool:
         if self.fired or trainer.sanity_checking or (trainer.current_epoch, batch_idx) != (self.epoch, self.batch_idx):
+            return False
+        if self.rank is not None and trainer.global_rank != self.rank:
             return False
         self.fired = True
         return True
@@ -499,6 +519,8 @@ def stop_plugins_and_flags(case: Case) -> tuple[list[Any], dict[str, Any], Tick 
     if case.stop == "max_time":
         tick = Tick()
         return [tick], {"max_time": {"seconds": STOP_EPOCH * BATCHES + k + 1}}, tick
+    if case.stop == "held":
+        return [RequestStop(4, epoch=0)], dict(HELD_FLAGS), None
     if case.stop == "early_stop":
         from surge_callbacks import EarlyStopping
 
@@ -618,12 +640,15 @@ class Result:
 
 
 @functools.cache
-def _reference(root: str, config: tuple[str, str, float]) -> Result:
-    data_kind, loop, val_interval = config
+def _reference(root: str, config: tuple[str, str, float, bool]) -> Result:
+    data_kind, loop, val_interval, held = config
     case = Case("none", "none", data_kind, loop)
     surge.seed_everything(0)
     model = Net(loop)
-    trainer = make_trainer(Path(root) / "-".join(map(str, config)), case, val_check_interval=val_interval)
+    plugins, flags = ([RequestStop(4, epoch=0)], HELD_FLAGS) if held else ([], {})
+    trainer = make_trainer(
+        Path(root) / "-".join(map(str, config)), case, plugins, val_check_interval=val_interval, **flags
+    )
     trainer.fit(model, datamodule=Data(data_kind))
     return Result.of(trainer, model)
 
@@ -774,7 +799,8 @@ def _run_case(case: Case, tmp: Path, ref: Result, outcome: dict[str, Any]) -> No
             outcome["checkpoint_loops"] = _loops_of(path)
         surge.seed_everything(12345)  # another seed, another initialization: all of it must come from the checkpoint
         model = Net(case.loop)
-        resumed = make_trainer(tmp / "resumed", case, checkpoint_plugins(case, ckpts))
+        flags = HELD_FLAGS if case.stop == "held" else {}  # the stop request itself must come from the checkpoint
+        resumed = make_trainer(tmp / "resumed", case, checkpoint_plugins(case, ckpts), **flags)
         resumed.fit(model, datamodule=Data(case.data), ckpt_path=path)
     found = {**stopped, **differences(Result.of(resumed, model), ref)}
     outcome["failed"] = found
@@ -798,6 +824,120 @@ def _param(case: Case) -> Any:
 @pytest.mark.parametrize("case", [_param(c) for c in CASES + [c for c in EXTRA_CASES if c not in CASES]])
 def test_resume_matrix(case: Case, tmp_path: Path, reference: Callable[[Case], Result]) -> None:
     run_case(case, tmp_path, reference(case))
+
+
+# -- the DDP part ------------------------------------------------------------------------------------------------
+
+DDP_CHILD = str(Path(__file__).with_name("_resume_matrix_ddp.py"))
+DDP_WORLD = 2
+DDP_BATCHES = math.ceil(N_TRAIN / DDP_WORLD / BATCH)  # 6 training batches per rank and epoch (the last one of 4)
+DDP_CASES = [
+    Case("max_steps", "save_after", "shuffle", "sched_step"),
+    Case("sigterm", "preempt", "shuffle", "sched_step"),
+    Case("sigkill", "last", "shuffle", "acc3"),
+]
+"""The DDP part: 2 processes (gloo), map-style shuffled data (each rank's shard drawn by a ``DistributedSampler``
+seeded with the global seed), dropout drawn from each rank's own torch seed. ``max_steps`` stops mid-epoch and
+``trainer.save_checkpoint`` runs on both ranks after ``fit``; ``sigterm`` is sent to rank 1 alone, whose
+preemption request both ranks serve (``last.ckpt``); ``sigkill`` kills rank 1 (the job fails) after
+``ModelCheckpoint(every_n_train_steps=3, save_last=True)`` saves. The resume runs in fresh processes with another
+global seed and other per-rank seeds, and must end where the uninterrupted 2-process run ends, on every rank."""
+DDP_STOP = {"max_steps": 2, "sigterm": 3, "sigkill": 4}
+"""The batch index of epoch ``STOP_EPOCH`` after which part 1 stops."""
+OTHER_SEED = 12345
+
+
+def ddp_run(run: str, out: Path, case: Case) -> None:
+    """One rank of a DDP run (``_resume_matrix_ddp.py`` under torchrun): ``reference`` (uninterrupted),
+    ``part1`` (stopped as ``case.stop`` says) or ``resume`` (``fit(ckpt_path=...)`` from part 1's checkpoint,
+    with other seeds). Writes ``OUT/RUN-rank<R>.pt``: the :class:`Result` fields and whether it was preempted."""
+    from surge_checkpoint import Preempted
+
+    rank = int(os.environ["RANK"])
+    seed = OTHER_SEED if run == "resume" else 0
+    surge.seed_everything(seed)  # the global seed: the DistributedSampler's
+    torch.manual_seed(seed + 1 + rank)  # each rank's own RNG: its dropout masks differ from the other's
+    model = Net(case.loop)
+    plugins: list[Any] = []
+    flags: dict[str, Any] = {}
+    if run == "part1":
+        stop_batch = DDP_STOP[case.stop]
+        if case.stop == "max_steps":
+            flags["max_steps"] = STOP_EPOCH * DDP_BATCHES + stop_batch + 1  # sched_step: one step per batch
+        else:
+            plugins.append((Sigterm if case.stop == "sigterm" else Sigkill)(stop_batch, rank=1))
+    if run != "reference":
+        plugins += checkpoint_plugins(case, out / "ckpts")
+    trainer = make_trainer(out / run, case, plugins, strategy="ddp", devices=DDP_WORLD, accelerator="cpu", **flags)
+    ckpt_path = None
+    if run == "resume":
+        ckpt_path = str(out / "after.ckpt") if case.save == "save_after" else "last"
+    preempted = False
+    try:
+        trainer.fit(model, datamodule=Data(case.data), ckpt_path=ckpt_path)
+    except Preempted:
+        preempted = True
+    if run == "part1" and case.save == "save_after":
+        trainer.save_checkpoint(str(out / "after.ckpt"))  # on every rank, as Lightning requires too
+    fields = vars(Result.of(trainer, model))
+    torch.save({**fields, "preempted": preempted}, out / f"{run}-rank{rank}.pt")
+
+
+def _launch_ddp(run: str, out: Path, case: Case) -> subprocess.CompletedProcess[str]:
+    from surge.testing import launch
+
+    out.mkdir(parents=True, exist_ok=True)
+    return launch(DDP_CHILD, [run, str(out), case.id, __name__], nproc=DDP_WORLD, timeout=420)
+
+
+def _ddp_results(out: Path, run: str) -> list[dict[str, Any]]:
+    return [torch.load(out / f"{run}-rank{rank}.pt", weights_only=False) for rank in range(DDP_WORLD)]
+
+
+def _as_result(saved: Mapping[str, Any]) -> Result:
+    return Result(**{k: v for k, v in saved.items() if k != "preempted"})
+
+
+@functools.cache
+def _ddp_reference(root: str, loop: str) -> list[Result]:
+    out = Path(root) / f"ddp-{loop}"
+    done = _launch_ddp("reference", out, Case("none", "none", "shuffle", loop))
+    assert done.returncode == 0, done.stderr[-5000:]
+    return [_as_result(saved) for saved in _ddp_results(out, "reference")]
+
+
+@pytest.fixture(scope="session")
+def ddp_reference(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Case], list[Result]]:
+    root = str(tmp_path_factory.mktemp("matrix-ddp-references"))
+    return lambda case: _ddp_reference(root, case.loop)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"ddp-{c.id}") for c in DDP_CASES])
+def test_resume_matrix_ddp(case: Case, tmp_path: Path, ddp_reference: Callable[[Case], list[Result]]) -> None:
+    refs = ddp_reference(case)
+    part1 = _launch_ddp("part1", tmp_path, case)
+    if case.stop == "sigkill":
+        assert part1.returncode != 0, "rank 1 killed itself, the job should have failed"
+    else:
+        assert part1.returncode == 0, part1.stderr[-5000:]
+        stopped = _ddp_results(tmp_path, "part1")
+        assert [s["preempted"] for s in stopped] == [case.stop == "sigterm"] * DDP_WORLD
+    path = tmp_path / ("after.ckpt" if case.save == "save_after" else "ckpts/last.ckpt")
+    saved = checkpoint.load(str(path))
+    loops = saved["loops"]
+    assert loops["current_epoch"] == STOP_EPOCH and 0 < loops["epoch_batches"] < DDP_BATCHES, loops  # mid-epoch
+    assert len(saved["ranks"]) == DDP_WORLD  # every rank's RNG states and data position
+    resumed = _launch_ddp("resume", tmp_path, case)
+    assert resumed.returncode == 0, resumed.stderr[-5000:]
+    found = {
+        f"rank {rank}: {key}": text
+        for rank, (got, ref) in enumerate(zip(_ddp_results(tmp_path, "resume"), refs, strict=True))
+        for key, text in differences(_as_result(got), ref).items()
+    }
+    assert not found, "the resumed 2-process run differs from the uninterrupted one:\n" + "\n".join(
+        f"  {k}: {v}" for k, v in found.items()
+    )
 
 
 # -- the design and the guards ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import fsspec
 import pytest
 import surge
 import torch
+from _fuzzing import examples  # tests/ is on sys.path (pytest `pythonpath`)
 from fsspec.implementations.memory import MemoryFileSystem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -173,7 +174,7 @@ def _sizes_of_one_save(tmp_path: Path) -> tuple[int, int]:
     return (probe / "x.ckpt").stat().st_size, sum(p.stat().st_size for p in probe.iterdir())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fraction=st.floats(0.0, 0.999), overwrite=st.booleans())
 def test_a_full_local_disk_keeps_the_previous_checkpoint(tmp_path: Path, fraction: float, overwrite: bool) -> None:
     """Whatever byte the disk fills up at, the committed checkpoint still loads and the error names the file."""
@@ -200,7 +201,7 @@ def test_a_full_local_disk_keeps_the_previous_checkpoint(tmp_path: Path, fractio
     assert _value(target) == 3.0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(fraction=st.floats(0.0, 0.999), overwrite=st.booleans())
 def test_a_full_object_store_keeps_the_previous_checkpoint(fraction: float, overwrite: bool) -> None:
     """The quota runs out during the data upload (a drop before the marker: the next test)."""

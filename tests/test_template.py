@@ -35,7 +35,7 @@ TinyFitter = Callable[..., TinyFit]
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "plugin_template"
-SKELETON = TEMPLATE / "template" / "src" / "{{package}}" / "__init__.py.jinja"
+SKELETON = TEMPLATE / "template" / "src" / "{{package}}" / "{% if not provider %}__init__.py{% endif %}.jinja"
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="copier needs git")
 
 
@@ -64,12 +64,15 @@ def test_skeleton_lists_exactly_the_events() -> None:
     assert listed == [(name, cls.__name__) for name, cls in EVENTS.items()]
 
 
+def _files(project: Path) -> set[str]:
+    return {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
+
+
 def test_rendered_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     project = _render(tmp_path, "--kind", "observer", "--description", 'Counts "steps"')
     out = capsys.readouterr().out
     assert "created" in out and "pip install -e" in out and "copier update" in out
-    files = {p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()}
-    assert files == {
+    assert _files(project) == {
         ".copier-answers.yml",
         ".github/workflows/ci.yml",
         ".gitignore",
@@ -98,11 +101,48 @@ def test_rendered_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert '"Framework :: Surge"' in pyproject
     assert '[project.entry-points."surge.plugins"]\n"grad-norm" = "surge_grad_norm:plugin"' in pyproject
     tests = (project / "tests/test_surge_grad_norm.py").read_text()
-    assert "from surge.testing import assert_discovered" in tests and 'kind="observer"' in tests
+    assert "from surge.testing import PluginEnv, TinyFit, assert_discovered" in tests and 'kind="observer"' in tests
+    assert "def test_fires_during_a_fit(tiny_fit: FitRunner) -> None:" in tests  # typed: mypy --strict clean
     assert 'pytest_plugins = ["surge.testing"]' in (project / "tests/conftest.py").read_text()  # opts in
     assert "pytest" in (project / ".github/workflows/ci.yml").read_text()
     answers = (project / ".copier-answers.yml").read_text()
     assert "name: grad-norm" in answers and "_commit" not in answers  # the shipped copy has no version
+
+
+def test_rendered_provider_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project = _render(tmp_path, "--kind", "provider", name="fast-cpu")
+    out = capsys.readouterr().out
+    assert "plugin 'fast-cpu' (provider, the accelerator 'fast-cpu': Trainer(accelerator='fast-cpu'))" in out
+    assert _files(project) == {
+        ".copier-answers.yml",
+        ".github/workflows/ci.yml",
+        ".gitignore",
+        "README.md",
+        "pyproject.toml",
+        "src/surge_fast_cpu/__init__.py",
+        "tests/conftest.py",
+        "tests/test_surge_fast_cpu.py",
+    }
+    source = (project / "src/surge_fast_cpu/__init__.py").read_text()
+    compile(source, "__init__.py", "exec")
+    assert "class FastCpuAccelerator(surge.Accelerator):" in source
+    assert "auto_priority: ClassVar[int | None] = None" in source  # never taken by accelerator="auto"
+    assert 'provides={"accelerator": {"fast-cpu": FastCpuAccelerator}}' in source
+    assert "event.trainer.run_dir" in source  # how it reaches the run directory
+    pyproject = (project / "pyproject.toml").read_text()
+    assert '[project.entry-points."surge.providers"]\n"accelerator.fast-cpu" = "surge_fast_cpu:plugin"' in pyproject
+    assert 'accelerator="fast-cpu"' in (project / "README.md").read_text()
+
+
+def test_byte_code_in_the_template_never_reaches_a_project(tmp_path: Path) -> None:
+    template = tmp_path / "template-copy"
+    shutil.copytree(TEMPLATE, template)
+    for folder in ("template/tests/__pycache__", "template/src/{{package}}/__pycache__"):
+        (template / folder).mkdir()
+        (template / folder / "conftest.cpython-311.pyc").write_bytes(b"\x00not code")
+    (template / "template/tests/stray.pyc").write_bytes(b"\x00not code")
+    project = _render(tmp_path, "--template", str(template))
+    assert not [name for name in _files(project) if "__pycache__" in name or name.endswith((".pyc", ".pyo"))]
 
 
 @pytest.mark.parametrize(
@@ -165,6 +205,10 @@ def test_core_wheel_ships_the_template(tmp_path: Path) -> None:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
     shutil.copytree(TEMPLATE, source / "plugin_template")
+    expected = {p.relative_to(TEMPLATE).as_posix() for p in TEMPLATE.rglob("*") if p.is_file()}
+    expected = {n for n in expected if "__pycache__" not in n and not n.endswith(".pyc")}
+    (source / "plugin_template/template/tests/__pycache__").mkdir()  # left by running the template's own tests
+    (source / "plugin_template/template/tests/__pycache__/conftest.cpython-311.pyc").write_bytes(b"\x00")
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
     shutil.copytree(REPO / "core", source / "core", symlinks=True, ignore=ignore)
     assert (source / "core/surge/_plugin_template").is_symlink()
@@ -172,8 +216,8 @@ def test_core_wheel_ships_the_template(tmp_path: Path) -> None:
     _run([*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", str(source), "-w", str(tmp_path / "out")], tmp_path)
     (wheel,) = (tmp_path / "out").glob("surge-*.whl")
     shipped = {n.removeprefix("surge/_plugin_template/") for n in zipfile.ZipFile(wheel).namelist()}
-    expected = {p.relative_to(TEMPLATE).as_posix() for p in TEMPLATE.rglob("*") if p.is_file()}
     assert expected <= shipped, f"missing from the wheel: {sorted(expected - shipped)}"
+    assert not [n for n in shipped if "__pycache__" in n or n.endswith(".pyc")]  # no byte-code in the template data
 
     # An installed surge (the wheel first on sys.path) renders from its own copy.
     site = tmp_path / "site"
@@ -265,6 +309,48 @@ def test_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
 
     rc, out, err = children["tests"].wait()
     assert rc == 0 and re.search(r"\b8 passed\b", out), f"generated tests failed\n{out}\n{err}"
+
+
+@pytest.mark.slow
+def test_provider_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
+    project = _render(tmp_path, "--kind", "provider", name="fast-cpu")
+    python, _ = _install_in_fresh_venv(tmp_path, project, "surge_fast_cpu")
+    env = dists.child_env()
+    children = {
+        "listing": dists.start([python, "-m", "surge", "plugins", "--json"], env, tmp_path),
+        "help": dists.start([python, "-m", "surge", "fit", "--help"], env, tmp_path),
+        "tests": dists.start([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], env, project),
+    }
+    rc, out, err = children["listing"].wait()
+    assert rc == 0, err
+    row = next(r for r in json.loads(out)["plugins"] if r["name"] == "fast-cpu")
+    assert (row["kind"], row["status"], row["provides"], row["hooks"]) == (
+        "provider",
+        "available",
+        {"accelerator": ["fast-cpu"]},
+        ["setup"],  # the accelerator's handler, through which it reaches the run directory
+    )
+    rc, out, err = children["help"].wait()
+    assert rc == 0, err
+    assert "--plugins.fast-cpu.threads  int (default: 0)" in out  # a provider's settings are listed too
+    rc, out, err = children["tests"].wait()
+    assert rc == 0 and re.search(r"\b7 passed\b", out), f"generated tests failed\n{out}\n{err}"
+
+
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One mypy cache for the rendered projects: surge's own modules are analysed once."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["participant", "provider"])
+def test_rendered_project_passes_ruff_and_mypy_strict(tmp_path: Path, kind: str, mypy_cache: Path) -> None:
+    project = _render(tmp_path, "--kind", kind, name="lint-me")
+    _run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], project)
+    _run([sys.executable, "-m", "ruff", "format", "--no-cache", "--check", "."], project)
+    typed = _run([sys.executable, "-m", "mypy", "--cache-dir", str(mypy_cache)], project, timeout=600)
+    assert "Success: no issues found in 3 source files" in typed.stdout  # [tool.mypy] strict = true, src and tests
 
 
 # -- the contract a third party relies on (issue 18): a template plugin that publishes an event, handles

@@ -117,3 +117,46 @@ def test_quiet_trainer_args_turn_off_what_prints_or_writes(tmp_path: Path) -> No
     assert set(with_csv.trainer.plugin_names) - set(quiet.trainer.plugin_names) == {"csv"}
     log_dir = with_csv.trainer.log_dir
     assert log_dir is not None and (Path(log_dir) / "metrics.csv").exists()
+
+
+# -- issue 26: the tiny fit records the events plugins publish, as the docs say ---------------------------------
+
+from dataclasses import dataclass  # noqa: E402
+from typing import ClassVar  # noqa: E402
+
+import surge  # noqa: E402
+from surge.events import Event  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class BatchNoted(Event):
+    """After the noter noted a training batch: fires from its ``train_batch_end`` handler. ``batch_idx``: the batch.
+
+    May change: nothing."""
+
+    name: ClassVar[str] = "batch_noted"
+    batch_idx: int
+
+
+class Noter:
+    @surge.hookimpl
+    def train_batch_end(self, event: surge.events.TrainBatchEnd) -> None:
+        event.trainer.emit(BatchNoted(event.trainer, event.batch_idx))
+
+
+@pytest.mark.parametrize("by", ["name", "settings"])
+def test_the_tiny_fit_records_the_events_plugins_publish(plugin_env: PluginEnv, tmp_path: Path, by: str) -> None:
+    plugin_env.add(surge.Plugin(name="noter", kind="participant", factory=Noter, events=[BatchNoted]))
+    fit = run_tiny_fit(["noter"] if by == "name" else {"noter": {}}, default_root_dir=str(tmp_path))
+    assert [e.batch_idx for e in fit.of("batch_noted")] == [0, 1]  # type: ignore[attr-defined]
+    names = fit.names()
+    assert names.count("batch_noted") == 2
+    # in call order: each one between its batch's train_batch_end (the noter's handler emits it there) and the next
+    first = names.index("batch_noted")
+    assert names[first - 1] != "train_batch_end" or names[first + 1] == "train_batch_end"
+    assert fit.trainer.event_order("batch_noted")[-1] == "tiny_fit_recorder"
+
+
+def test_a_run_without_the_publisher_records_no_such_event(tmp_path: Path) -> None:
+    fit = run_tiny_fit(default_root_dir=str(tmp_path))  # the class exists, no plugin of the run declares it
+    assert fit.of("batch_noted") == [] and "batch_noted" not in fit.names()

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import pytest
 import surge
 import torch
+from _fuzzing import examples  # tests/ is on sys.path (pytest `pythonpath`)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loguru import logger
@@ -475,10 +476,8 @@ def scenarios(draw: st.DrawFn) -> Case:
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
-    derandomize=True,
-    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(case=scenarios())

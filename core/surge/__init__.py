@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from surge import checkpoint, events
-from surge._logging import configure_logging
+from surge._logging import configure_logging, logger
 from surge.engine.module import DataModule, Module
 from surge.engine.trainer import Trainer
 from surge.errors import ConfigError, PluginError, SurgeError
@@ -37,6 +37,7 @@ __all__ = [
     "configure_logging",
     "events",
     "hookimpl",
+    "logger",
     "seed_everything",
     "settings_model",
     "validated",

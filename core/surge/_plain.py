@@ -11,7 +11,7 @@ import datetime
 import enum
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,8 +35,9 @@ def plain_hparams(params: Mapping[str, Any], where: str = "hparams") -> dict[str
       member, to ``__init__`` (``Color(value)`` turns it back);
     * dataclass instances: a dict of their fields, converted (``__init__`` gets the dict back);
     * numpy scalars: ``.item()``; numpy arrays: nested lists (``.tolist()``); both converted further;
-    * dicts and other mappings: ``dict``, keys converted too and required to be str/int/float/bool/None
-      (and distinct once converted); lists: ``list``; tuples (named tuples included): ``tuple``;
+    * dicts and other mappings (omegaconf's ``DictConfig``): ``dict``, keys converted too and required to be
+      str/int/float/bool/None (and distinct once converted); lists and other sequences (omegaconf's
+      ``ListConfig``, ``UserList``): ``list``; tuples (named tuples included): ``tuple``;
     * ``set``/``frozenset``: a list, sorted (by ``repr`` when the elements do not compare);
     * ``datetime``/``date``/``time``: the ISO string; ``timedelta``: its total seconds (``float``);
     * ``torch.dtype``/``torch.device``: ``str`` (``"torch.float32"``, ``"cuda:0"``).
@@ -122,7 +123,7 @@ class _Walk:
             return value.total_seconds()
         if isinstance(value, (torch.dtype, torch.device)):
             return str(value)
-        if not isinstance(value, (Mapping, list, tuple, set, frozenset)) and not (
+        if not isinstance(value, (Mapping, Sequence, set, frozenset)) and not (
             dataclasses.is_dataclass(value) and not isinstance(value, type)
         ):
             self.problems.append((path, self._refusal(value)))
@@ -139,7 +140,7 @@ class _Walk:
     def _container(self, value: Any, path: str) -> Any:
         if isinstance(value, Mapping):
             return self.mapping(value, path)
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, Sequence):  # a list, a tuple, or a list-like such as omegaconf's ListConfig: a list
             items = [self.value(v, f"{path}[{i}]") for i, v in enumerate(value)]
             return tuple(items) if isinstance(value, tuple) else items
         if isinstance(value, (set, frozenset)):

@@ -7,7 +7,7 @@ import json
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any, Literal
 
@@ -45,7 +45,8 @@ class TrainerConfig(BaseModel):
     provide) or object."""
     checkpoint_io: Any = None
     """How checkpoint files are written, read and removed: a ``checkpoint_io`` provider's name or an object
-    (``surge.events.protocols.CheckpointIO``); ``None``: the strategy's own (``surge.checkpoint.FileCheckpointIO``)."""
+    (``surge.events.protocols.CheckpointIO``); ``None`` or ``"auto"``: the strategy's own (by default
+    ``surge.checkpoint.FileCheckpointIO``, crash-safe files)."""
     # loop length
     max_epochs: int | None = Field(None, ge=-1)
     min_epochs: int | None = Field(None, ge=0)
@@ -161,6 +162,16 @@ class TrainerConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _plain_containers(cls, data: Any) -> Any:
+        """List-likes and mappings of other types as a list and a dict, as Lightning takes any sequence: what
+        ``hydra.utils.instantiate(cfg.trainer, callbacks=[...], logger=[...])`` passes is an omegaconf
+        ``ListConfig`` (a ``DictConfig`` for a mapping), a ``UserList`` is one too."""
+        if not isinstance(data, Mapping):
+            return data
+        return {name: _plain_container(value) for name, value in data.items()}
+
+    @model_validator(mode="before")
+    @classmethod
     def _barebones(cls, data: Any) -> Any:
         """``barebones=True`` turns off everything that costs time, as Lightning does; asking for any of it
         too is refused (an "off" value, as a resolved run config holds, is accepted)."""
@@ -187,6 +198,20 @@ class TrainerConfig(BaseModel):
         if self.min_steps is not None and self.max_steps != -1 and self.min_steps > self.max_steps:
             raise ValueError(f"min_steps ({self.min_steps}) is larger than max_steps ({self.max_steps})")
         return self
+
+
+def _plain_container(value: Any) -> Any:
+    """``value`` with every sequence that is no str, bytes or tuple as a list and every mapping as a dict, at
+    any depth through them; anything else (a plugin object, a number) as it is."""
+    if isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, Mapping):
+        return {key: _plain_container(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_plain_container(item) for item in value)
+    if isinstance(value, Sequence):
+        return [_plain_container(item) for item in value]
+    return value
 
 
 _BAREBONES_OFF: dict[str, Any] = {

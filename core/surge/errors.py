@@ -12,6 +12,7 @@ __all__ = [
     "PluginConflictError",
     "PluginOrderError",
     "ProviderError",
+    "LoggedValueError",
     "LabError",
     "CheckpointError",
     "CheckpointSaveError",
@@ -51,6 +52,11 @@ class PluginOrderError(PluginError):
 
 class ProviderError(PluginError, ValueError):
     """A provider name (``accelerator=``, ``strategy=``, ``precision=``...) matches no installed plugin."""
+
+
+class LoggedValueError(SurgeError, ValueError):
+    """``self.log``/``self.log_dict`` got a value it cannot record (a tensor of more than one element, a str, a
+    nested dict). Raised at the call, before anything is recorded; also a ``ValueError``, as Lightning's is."""
 
 
 class LabError(SurgeError):

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from loguru import logger
+from surge._logging import logger
 
 __all__ = ["rank_zero_debug", "rank_zero_info", "rank_zero_only", "rank_zero_warn"]
 

@@ -6,7 +6,8 @@ import os
 import random
 
 import torch
-from loguru import logger
+
+from surge._logging import logger
 
 SEED_ENV = "SURGE_GLOBAL_SEED"
 _MAX = 2**32 - 1

@@ -7,7 +7,10 @@ from typing import Annotated
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["SurgeSettings", "load_settings"]
+__all__ = ["LOG_LEVELS", "SurgeSettings", "load_settings"]
+
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+"""The names ``SURGE_LOG_LEVEL`` takes (loguru's levels, any case)."""
 
 
 class SurgeSettings(BaseSettings):
@@ -33,8 +36,19 @@ class SurgeSettings(BaseSettings):
     trace_plugins: bool = False
     """Log every event dispatch with the handlers called and their time."""
     log_level: str = "WARNING"
+    """The level of Surge's log records: WARNING gives warnings and errors only, INFO (the default of a Trainer
+    used as a library, where this is unset) adds the start-up line, stops, checkpoints; DEBUG adds the loaded
+    plugins' files. The ``surge`` command's default is WARNING (:mod:`surge._logging`)."""
     lab: str | None = None
     """The lab profile every run is checked against: a path or an fsspec URL (``surge --lab`` sets it)."""
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        name = value.strip().upper()
+        if name not in LOG_LEVELS:
+            raise ValueError(f"SURGE_LOG_LEVEL={value!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+        return name
 
     @field_validator("plugins", "disable_plugins", "load_plugins", mode="before")
     @classmethod

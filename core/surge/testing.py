@@ -47,7 +47,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from surge import plugins as _plugins
-from surge.events import EVENTS, Event
+from surge.events import EVENTS, QUERIES, Event
 
 __all__ = [
     "LAUNCHER_VARS",
@@ -98,7 +98,12 @@ class ChildLines:
 
 
 class EventRecorder:
-    """A participant with a handler for every event; ``events`` holds ``(name, event)`` in call order."""
+    """A participant with a handler for every event, the core's and those plugins declare
+    (``surge.Plugin(events=[...])``); ``events`` holds ``(name, event)`` in call order.
+
+    A plugin's events are known once its module is imported, which a Trainer does before it registers its
+    subscribers: the recorder gets its handlers for them (marked ``optional``, as a handler of another plugin's
+    event is) then, for every :class:`surge.events.Event` class defined by that time."""
 
     surge_name = "event_recorder"
 
@@ -117,13 +122,33 @@ class EventRecorder:
     def clear(self) -> None:
         self.events.clear()
 
+    def __dir__(self) -> Iterable[str]:
+        # The bus lists a subscriber's attributes when it registers it, after the run's plugins were imported: the
+        # moment to give this recorder a handler (on the instance, where the bus looks) for each plugin event.
+        for name in _plugin_events() - set(vars(self)):
+            vars(self)[name] = types.MethodType(_recording_handler(name, optional=True), self)
+        return super().__dir__()
 
-def _recording_handler(event_name: str) -> Callable[..., None]:
+
+def _recording_handler(event_name: str, optional: bool = False) -> Callable[..., None]:
     def handler(self: EventRecorder, event: Event) -> None:
         self.events.append((event_name, event))
 
     handler.__name__ = event_name
-    return surge.hookimpl(handler)
+    return surge.hookimpl(optional=True)(handler) if optional else surge.hookimpl(handler)
+
+
+def _plugin_events() -> set[str]:
+    """The names of the event classes defined so far that are not the core's (a plugin's module defines its own)."""
+    names: set[str] = set()
+    pending = list(Event.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        name = vars(cls).get("name")
+        if isinstance(name, str) and name.isidentifier() and name not in EVENTS and name not in QUERIES:
+            names.add(name)
+    return names
 
 
 for _name in EVENTS:
@@ -239,7 +264,9 @@ class TinyModule(surge.Module):
 
     def __init__(self, in_features: int = 8, hidden: int = 16, lr: float = 0.05) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        # by name: a subclass's own __init__ arguments (save_hyperparameters() would record the whole
+        # constructor chain, as Lightning's does) stay out unless the subclass saves them
+        self.save_hyperparameters("in_features", "hidden", "lr")
         self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.Tanh(), nn.Linear(hidden, 1))
         self.lr = lr
 
@@ -313,15 +340,16 @@ class TinyFit:
 
     @property
     def events(self) -> list[tuple[str, Event]]:
-        """``(name, event)`` pairs in call order, as seen by an observer that runs after every other handler."""
+        """``(name, event)`` pairs in call order, as seen by an observer that runs after every other handler: the
+        core's events and those the run's plugins publish."""
         return self.recorder.events
 
     def names(self, *, exclude: Iterable[str] = ()) -> list[str]:
-        """Event names in call order."""
+        """Event names in call order (the plugins' events included)."""
         return self.recorder.names(exclude=exclude)
 
     def of(self, name: str) -> list[Event]:
-        """The payloads of one event, in call order."""
+        """The payloads of one event (the core's or a plugin's), in call order."""
         return self.recorder.of(name)
 
     def plugin(self, name: str) -> Any:

@@ -70,15 +70,16 @@ import os
 import pickle
 import posixpath
 import re
+import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any, Protocol, cast
 
 import fsspec
 import torch
 from fsspec.implementations.local import LocalFileSystem
-from loguru import logger
 
+from surge._logging import logger
 from surge.errors import CheckpointError, CheckpointSaveError
 
 __all__ = [
@@ -123,8 +124,9 @@ format whose value is a :class:`CheckpointFormat` object."""
 class CheckpointFormat(Protocol):
     """A converter of another framework's checkpoint files, declared in :data:`FORMATS_GROUP`."""
 
-    def recognizes(self, data: bytes) -> bool:
-        """Whether ``data`` (a file without a commit marker) is this format's, told without unpickling anything."""
+    def recognizes(self, file: IO[bytes]) -> bool:
+        """Whether ``file`` (open, seekable, at its start: a file without a commit marker) is this format's, told
+        without unpickling anything and without reading its tensors (a torch archive's pickle is enough)."""
         ...
 
     def convert(self, saved: Any, url: str) -> dict[str, Any]:
@@ -135,6 +137,8 @@ class CheckpointFormat(Protocol):
 
 _TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.surge-tmp$")
 _CHUNK = 1 << 20
+_STREAM_CHUNK = 8 << 20
+_FOLLOW = hasattr(os, "preadv")  # reads from object stores: fewer, larger requests
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -181,17 +185,22 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
     try:
         data_tmp = _temp_path(directory, name)
         temps.append(data_tmp)
-        with open(data_tmp, "xb") as f:
-            writer = _HashingWriter(f)
+        with open(data_tmp, "x+b", buffering=0) as f:  # "+": the hash reads it back
+            # On the main thread a helper thread hashes the file as it is written, while this one serialises and
+            # then waits for the disk; a background save (the checkpoint plugin's asynchronous writer) hashes on
+            # its own thread, taking no more than one core from training.
+            writer = _HashingWriter(f, follow=_FOLLOW and threading.current_thread() is threading.main_thread())
             try:
-                torch.save(checkpoint, cast(IO[bytes], writer))
-            except RuntimeError:
-                if writer.error is not None:  # torch reports a failed write as "unexpected pos": give the cause
-                    raise writer.error from None
-                raise
-            f.flush()
-            os.fsync(f.fileno())
-        new = writer.hexdigest()
+                try:
+                    torch.save(checkpoint, cast(IO[bytes], writer))
+                except RuntimeError:
+                    if writer.error is not None:  # torch reports a failed write as "unexpected pos": the cause
+                        raise writer.error from None
+                    raise
+                os.fsync(f.fileno())
+                new = writer.hexdigest()
+            finally:
+                writer.close()
         old = [digest for digest in _committed_digests(path) if digest != new]
         if old:
             # Overwriting a committed checkpoint: first commit a marker that accepts the old data and the
@@ -233,25 +242,96 @@ def _replace_durably(directory: str, name: str, content: bytes) -> None:
 
 
 class _HashingWriter:
-    """A file-like sink for ``torch.save`` that hashes what it writes."""
+    """A file-like sink for ``torch.save`` that writes every byte it is given to ``file`` (unbuffered: a short
+    write is continued, an error raised and kept in :attr:`error`) and hashes it as it is written.
 
-    def __init__(self, file: Any) -> None:
+    ``follow=False``: each write is hashed before it is written, on the calling thread. ``follow=True``: a
+    helper thread hashes the file as it grows, reading back (from the page cache) what was just written, while
+    the caller serialises the next tensors and then waits for the data to reach the disk (fsync): with a core
+    to spare, the hash costs the save little time. :meth:`hexdigest` waits for it to catch up."""
+
+    def __init__(self, file: Any, follow: bool) -> None:
         self._file = file
-        self._hash = hashlib.sha256()
         self.error: OSError | None = None
+        self._hash = hashlib.sha256()
+        self._follower = _Follower(file.fileno()) if follow else None
 
-    def write(self, data: bytes) -> int:
-        self._hash.update(data)
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self._follower is None:
+            self._hash.update(view)
+        total = view.nbytes
         try:
-            return self._file.write(data)  # type: ignore[no-any-return]
+            while view.nbytes:
+                view = view[self._file.write(view) :]
         except OSError as exc:
             self.error = exc
             raise
+        if self._follower is not None:
+            self._follower.advance(total)
+        return total
 
     def flush(self) -> None:
-        self._file.flush()
+        pass  # unbuffered
 
     def hexdigest(self) -> str:
+        """The SHA-256 of everything written."""
+        return self._hash.hexdigest() if self._follower is None else self._follower.hexdigest()
+
+    def close(self) -> None:
+        """Stop the helper thread (the digest is no longer needed after a failed save)."""
+        if self._follower is not None:
+            self._follower.stop()
+
+
+class _Follower:
+    """Hashes a file being written on a thread of its own, up to the size :meth:`advance` reports."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._hash = hashlib.sha256()
+        self._written = self._hashed = 0
+        self._closing = False
+        self._error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="surge-checkpoint-hash", daemon=True)
+        self._thread.start()
+
+    def advance(self, count: int) -> None:
+        with self._changed:
+            self._written += count
+            self._changed.notify()
+
+    def _run(self) -> None:
+        buffer = bytearray(_CHUNK)
+        view = memoryview(buffer)
+        try:
+            while True:
+                with self._changed:
+                    while self._hashed >= self._written and not self._closing:
+                        self._changed.wait()
+                    end = self._written
+                    if self._hashed >= end:
+                        return
+                while self._hashed < end:
+                    count = os.preadv(self._fd, [view[: min(_CHUNK, end - self._hashed)]], self._hashed)
+                    if count <= 0:
+                        raise OSError(f"the file ended at {self._hashed} bytes while {end} were written")
+                    self._hash.update(view[:count])
+                    self._hashed += count
+        except BaseException as exc:  # raised on the saving thread by hexdigest()
+            self._error = exc
+
+    def stop(self) -> None:
+        with self._changed:
+            self._closing = True
+            self._changed.notify()
+        self._thread.join()
+
+    def hexdigest(self) -> str:
+        self.stop()
+        if self._error is not None:
+            raise self._error
         return self._hash.hexdigest()
 
 
@@ -406,6 +486,10 @@ def _copy_tensor(tensor: torch.Tensor, storages: dict[tuple[int, str], torch.Unt
 
 # -- reading ---------------------------------------------------------------------------------------
 
+_MMAP = os.name == "posix"
+"""Map checkpoint files rather than read them (elsewhere a mapped file could not be replaced by the next save)."""
+_ZIP_MAGIC = b"PK\x03\x04"
+
 
 def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     """Read the checkpoint at ``url`` after checking its commit marker and content hash.
@@ -413,28 +497,75 @@ def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     A file of another format (no marker) is read too, converted by the installed :class:`CheckpointFormat` that
     recognizes it (module docstring, "Other formats").
 
-    Always ``torch.load(weights_only=True)`` (tensors land on the CPU). A checkpoint that needs code
-    unpickled is refused unless ``trusted=True``; pass that only for files you trust, since loading them
-    runs the code they hold. Raises :class:`CheckpointError` naming the file when it is missing, empty,
-    uncommitted, truncated or corrupt.
+    Memory is bounded by the file, not a multiple of it. A local file's SHA-256 is computed as it streams
+    through a small buffer, then ``torch.load(weights_only=True, mmap=True)`` maps that same open file: every
+    tensor is backed by the file's pages (copy-on-write: changing one never changes the file) and read when first
+    used, and the pages are shared with the page cache (several processes loading one file share them). A mapped
+    file stays allocated while a tensor of it lives (a resumed fit's optimizer states keep it until the run
+    ends); Surge's saves replace a checkpoint by renaming a new file over it, which leaves a mapped one intact.
+    An object in an object store (any fsspec URL that is not a local path) is read once, in order, by
+    ``torch.load`` straight into its tensors, the hash following the bytes as they arrive; nothing is returned
+    before the whole object is hashed and matches.
+
+    Always ``weights_only`` (tensors land on the CPU). A checkpoint that needs code unpickled is refused unless
+    ``trusted=True``; pass that only for files you trust, since loading them runs the code they hold. Code is
+    never unpickled before the hash is verified. Raises :class:`CheckpointError` naming the file when it is
+    missing, empty, uncommitted, truncated or corrupt.
     """
     fs, path = fsspec.core.url_to_fs(url)
+    if isinstance(fs, LocalFileSystem):
+        try:
+            file = open(path, "rb", buffering=0)
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {url} does not exist") from None
+        with file:
+            # torch opens the file through a path naming this open file, not whatever the name points to later
+            # (a save renaming a new file over it while this one is read changes nothing here)
+            source = _path_of(file, path)
+            return _read(fs, path, url, trusted, cast(IO[bytes], file), source, lambda: _sha256(file)[0], False)
     try:
-        data = fs.cat_file(path)
+        size = fs.size(path)
+        remote = fs.open(path, "rb")
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {url} does not exist") from None
-    if not data:
+    with remote:
+        reader = _HashingReader(remote, size)
+        return _read(fs, path, url, trusted, cast(IO[bytes], reader), reader, reader.hexdigest, True)
+
+
+def _read(
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    url: str,
+    trusted: bool,
+    file: IO[bytes],
+    source: Any,
+    digest: Callable[[], str],
+    streaming: bool,
+) -> dict[str, Any]:
+    """:func:`load` of the open ``file`` (``source``: what ``torch.load`` reads it through). ``digest``: its
+    SHA-256; ``streaming``: that digest follows ``torch.load``'s reads, so it is checked after them (and before
+    any error is reported, or code unpickled), else before."""
+    file.seek(0, os.SEEK_END)
+    if not file.tell():
         raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
-    if not fs.exists(path + MARKER_SUFFIX):
+    expected = _marker(fs, path, url)
+    if expected is None:
         for name, converter in _formats():
-            if converter.recognizes(data):
+            file.seek(0)
+            if converter.recognizes(file):
                 logger.info(
                     "{} is a {} checkpoint: it has no commit marker, so its integrity cannot be checked", url, name
                 )
-                return converter.convert(_deserialize(data, url, trusted), url)
-    expected = _read_marker(fs, path, url)
-    _check_hash(hashlib.sha256(data).hexdigest(), expected, url)
-    checkpoint = _deserialize(data, url, trusted)
+                return converter.convert(_deserialize(source, file, url, trusted, None, streaming), url)
+        raise CheckpointError(_no_marker(url))
+
+    def check() -> None:
+        _check_hash(digest(), expected, url)
+
+    if not streaming:
+        check()
+    checkpoint = _deserialize(source, file, url, trusted, check if streaming else None, streaming)
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"checkpoint {url} holds a {type(checkpoint).__name__}, not a checkpoint dict")
     return checkpoint
@@ -451,22 +582,117 @@ def _formats() -> list[tuple[str, CheckpointFormat]]:
     return found
 
 
+class _HashingReader(io.RawIOBase):
+    """A seekable reader over an object store's ``file`` for ``torch.load`` that hashes the object in order as
+    it is read. ``torch.load`` reads the archive's directory at the end first, then its records from the start
+    in order; a read that starts a little past the hashed part (a record's header) has the gap read and hashed
+    first, a read far ahead (the directory) is served without moving the hash, and :meth:`hexdigest` hashes what
+    was never read in order. Large reads go to the caller's buffer (the tensor's memory) in chunks, so no copy
+    of a tensor is ever held."""
+
+    _GAP = 1 << 20
+
+    def __init__(self, file: Any, size: int) -> None:
+        super().__init__()
+        self._file, self._size = file, size
+        self._pos = self._hashed = 0
+        self._hash = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        start = self._pos
+        if self._hashed < start <= self._hashed + self._GAP:
+            self._hash_until(start)  # a record's header between the last read and this one
+        count = self._fill(start, view)
+        if start <= self._hashed < start + count:
+            self._hash.update(view[self._hashed - start : count])
+            self._hashed = start + count
+        self._pos = start + count
+        return count
+
+    def _fill(self, start: int, view: memoryview) -> int:
+        self._file.seek(start)
+        count = 0
+        while count < view.nbytes:
+            data = self._file.read(min(_STREAM_CHUNK, view.nbytes - count))
+            if not data:
+                break
+            view[count : count + len(data)] = data
+            count += len(data)
+        return count
+
+    def _hash_until(self, end: int) -> None:
+        buffer = bytearray(min(_STREAM_CHUNK, max(end - self._hashed, 1)))
+        view = memoryview(buffer)
+        while self._hashed < end:
+            count = self._fill(self._hashed, view[: min(len(buffer), end - self._hashed)])
+            if not count:
+                break
+            self._hash.update(view[:count])
+            self._hashed += count
+
+    def hexdigest(self) -> str:
+        """The SHA-256 of the whole object (what was not read in order is read now)."""
+        self._hash_until(self._size)
+        return self._hash.hexdigest()
+
+
+def _path_of(file: Any, fallback: Any) -> str:
+    """A path that opens ``file`` itself: ``/proc/self/fd/N`` where there is one (Linux), else ``fallback``."""
+    pinned = f"/proc/self/fd/{file.fileno()}"
+    return pinned if os.path.exists(pinned) else str(fallback)
+
+
+def _sha256(file: IO[bytes]) -> tuple[str, int]:
+    """The SHA-256 of ``file`` and its size, read from its start through one small buffer."""
+    digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    file.seek(0)
+    size = 0
+    while count := file.readinto(buffer):  # type: ignore[attr-defined]
+        digest.update(view[:count])
+        size += count
+    return digest.hexdigest(), size
+
+
 def verify(url: str) -> None:
     """Check that the checkpoint at ``url`` is complete and intact (marker present, content hash matches)
     without loading it; raises :class:`CheckpointError` naming the file otherwise."""
     fs, path = fsspec.core.url_to_fs(url)
-    digest = hashlib.sha256()
-    size = 0
     try:
-        with fs.open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
+        if isinstance(fs, LocalFileSystem):
+            with open(path, "rb", buffering=0) as f:
+                actual, size = _sha256(cast(IO[bytes], f))
+        else:
+            digest, size = hashlib.sha256(), 0
+            with fs.open(path, "rb") as f:
+                while chunk := f.read(_STREAM_CHUNK):
+                    digest.update(chunk)
+                    size += len(chunk)
+            actual = digest.hexdigest()
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {url} does not exist") from None
     if not size:
         raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
-    _check_hash(digest.hexdigest(), _read_marker(fs, path, url), url)
+    expected = _marker(fs, path, url)
+    if expected is None:
+        raise CheckpointError(_no_marker(url))
+    _check_hash(actual, expected, url)
 
 
 def is_valid(url: str) -> bool:
@@ -505,19 +731,24 @@ def newest_valid(urls: Iterable[str]) -> str | None:
     return None
 
 
-def _read_marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> list[str]:
+def _marker(fs: fsspec.AbstractFileSystem, path: str, url: str) -> list[str] | None:
+    """The digests the commit marker of ``path`` accepts; ``None`` when there is no marker."""
     try:
         line = fs.cat_file(path + MARKER_SUFFIX).decode("ascii", "replace")
     except FileNotFoundError:
-        raise CheckpointError(
-            f"checkpoint {url} has no commit marker {marker_url(url)}: its save did not finish (a crash or "
-            "kill during the write), or it was not written by surge.checkpoint.save. A file you wrote yourself "
-            "with torch.save can be committed with surge.checkpoint.save(torch.load(path), path)"
-        ) from None
+        return None
     digests = _marker_digests(line)
     if not digests:
         raise CheckpointError(f"checkpoint {url}: its commit marker {marker_url(url)} holds no SHA-256 digest")
     return digests
+
+
+def _no_marker(url: str) -> str:
+    return (
+        f"checkpoint {url} has no commit marker {marker_url(url)}: its save did not finish (a crash or "
+        "kill during the write), or it was not written by surge.checkpoint.save. A file you wrote yourself "
+        "with torch.save can be committed with surge.checkpoint.save(torch.load(path), path)"
+    )
 
 
 def _marker_digests(text: str) -> list[str]:
@@ -534,12 +765,21 @@ def _check_hash(actual: str, expected: list[str], url: str) -> None:
         )
 
 
-def _deserialize(data: bytes, url: str, trusted: bool) -> Any:
+def _deserialize(
+    source: Any, file: IO[bytes], url: str, trusted: bool, verify: Callable[[], None] | None, streaming: bool
+) -> Any:
+    """``torch.load`` of ``source`` (``file``, open): a local file is mapped unless it is in torch's legacy format.
+    ``verify``: checks the hash once the file was read; called before any error is reported and before code is
+    unpickled (so damage is named as such, and no code from a damaged file ever runs)."""
+    file.seek(0)
+    mmap = _MMAP and not streaming and file.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC  # the legacy format cannot be mapped
     try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        loaded = torch.load(source, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
+        if verify is not None:
+            verify()
         try:
-            needed = torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
+            needed = torch.serialization.get_unsafe_globals_in_checkpoint(_rewound(source))
         except Exception:
             needed = []
         if not needed:
@@ -552,9 +792,20 @@ def _deserialize(data: bytes, url: str, trusted: bool) -> Any:
                 "surge.checkpoint.load(url, trusted=True)); never do that for a file from an untrusted source"
             ) from None
         logger.warning("loading {} with code unpickling ({}), as trusted=True allows", url, ", ".join(needed))
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+        return torch.load(_rewound(source), map_location="cpu", weights_only=False, mmap=mmap)
     except Exception as exc:
+        if verify is not None:
+            verify()
         raise CheckpointError(f"checkpoint {url} cannot be read: {type(exc).__name__}: {_first_line(exc)}") from exc
+    if verify is not None:
+        verify()
+    return loaded
+
+
+def _rewound(source: Any) -> Any:
+    if hasattr(source, "seek"):
+        source.seek(0)
+    return source
 
 
 def _first_line(exc: BaseException) -> str:

@@ -131,7 +131,11 @@ def _checked(record: CommandRecord) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    configure_logging()  # the application's choice (SURGE_LOG_LEVEL); a Trainer leaves logging alone
+    try:
+        configure_logging()  # the application's choice (SURGE_LOG_LEVEL); a Trainer leaves logging alone
+    except ValueError as exc:  # a SURGE_* variable that is not valid (pydantic's message names it)
+        print(f"surge: error: {exc}", file=sys.stderr)
+        return 2
     with _lab(_lab_option(argv)):  # plugin commands are read under the lab the command runs under
         parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -141,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "overrides_allowed", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.overrides = extra  # --trainer.max_epochs=3 and friends, for the run commands
+    args.argv = argv  # the command as typed: what to run again (to resume an interrupted fit)
     from surge.errors import ConfigError
 
     try:

@@ -23,12 +23,14 @@ from surge.errors import SurgeError
 from surge.plugins import ENTRY_POINT_GROUP
 from surge.plugins.commands import Command
 
-__all__ = ["TEMPLATE", "command", "render", "surge_requirement"]
+__all__ = ["KINDS", "TEMPLATE", "command", "render", "surge_requirement"]
 
 TEMPLATE = Path(__file__).parent.parent / "_plugin_template"
 """The copier template shipped with this surge (``copier.yml`` at its root, the files in ``template/``)."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")  # surge.Plugin's rule for names
+KINDS = ("participant", "observer", "provider")
+"""What ``--kind`` renders: a hook class that runs before or after the user's Module, or an accelerator."""
 _DISTRIBUTION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
@@ -37,9 +39,10 @@ def _arguments(new: argparse.ArgumentParser) -> None:
     new.add_argument("--dest", metavar="DIR", help="directory to create (default: ./<distribution>)")
     new.add_argument(
         "--kind",
-        choices=["participant", "observer"],
+        choices=KINDS,
         default="participant",
-        help="participant (callbacks; run before the user's Module, the default) or observer (loggers; after it)",
+        help="participant (callbacks; run before the user's Module, the default), observer (loggers; after it) or "
+        "provider (an accelerator a run chooses by name: Trainer(accelerator=NAME))",
     )
     new.add_argument(
         "--default-on", action="store_true", help="active in every run unless switched off (default: on request)"
@@ -87,8 +90,8 @@ def render(
             f"invalid plugin name {name!r}: it must start with a lower-case letter and hold only lower-case "
             "letters, digits, '-' or '_' (it is what users write in Trainer(plugins=[...])), e.g. 'grad-norm'"
         )
-    if kind not in ("participant", "observer"):
-        raise SurgeError(f"invalid --kind {kind!r}: 'participant' or 'observer'")
+    if kind not in KINDS:
+        raise SurgeError(f"invalid --kind {kind!r}: one of {', '.join(KINDS)}")
     distribution = distribution or re.sub(r"^(surge-)?", "surge-", name.replace("_", "-"), count=1)
     if not _DISTRIBUTION.match(distribution):
         raise SurgeError(f"invalid distribution name {distribution!r}: letters, digits, '.', '_' or '-'")
@@ -181,9 +184,14 @@ def _new_plugin(args: argparse.Namespace) -> int:
         template=args.template,
         vcs_ref=args.vcs_ref,
     )
-    state = "active by default" if args.default_on else f"active on request: Trainer(plugins=['{args.name}'])"
+    if args.kind == "provider":
+        state = f"the accelerator '{args.name}': Trainer(accelerator='{args.name}')"
+        inside = "the accelerator and its settings"
+    else:
+        state = "active by default" if args.default_on else f"active on request: Trainer(plugins=['{args.name}'])"
+        inside = "hooks, settings and state"
     print(f"created {target}: plugin '{args.name}' ({args.kind}, {state}), distribution {answers['distribution']}")
-    print(f"  hooks, settings and state: {target / 'src' / answers['package'] / '__init__.py'}")
+    print(f"  {inside}: {target / 'src' / answers['package'] / '__init__.py'}")
     print(f"next:\n  cd {target}\n  pip install -e '.[test]'\n  pytest\n  surge plugins    # lists '{args.name}'")
     if "_commit" in answers:
         print(

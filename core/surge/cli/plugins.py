@@ -160,7 +160,7 @@ def check_profile(args: argparse.Namespace) -> int:
             "pyproject.toml (`surge plugins lock -o lab.toml` writes one from this environment)"
         )
     with _cwd_importable():  # as `surge fit` started here sees the modules
-        problems = lab.check(settings)
+        problems = lab.check(settings) + lab.planted()
     if problems:
         print(lab.report(problems))
         return 1
@@ -214,7 +214,8 @@ def collect() -> dict[str, Any]:
                 "default": plugin.default if plugin else None,
                 "role": plugin.role if plugin else None,
                 "provides": {slot: sorted(names) for slot, names in plugin.provides.items()} if plugin else {},
-                "hooks": handled.get(record.name) or (_declared_hooks(plugin.factory) if plugin else []),
+                "hooks": _hooks(handled.get(record.name, []), plugin),
+                "publishes": [cls.name for cls in plugin.events] if plugin else [],
                 "description": plugin.description if plugin else "",
                 "origin": record.origin or None,
             }
@@ -246,11 +247,23 @@ def _commands() -> list[dict[str, Any]]:
     ]
 
 
-def _declared_hooks(factory: Any) -> list[str]:
-    """Events a not-yet-built participant would handle, read from its class's hook markers."""
-    if not isinstance(factory, type):
-        return []
-    return [name for name in EVENTS if hasattr(getattr(factory, name, None), "surge_impl")]
+def _hooks(handled: list[str], plugin: Any) -> list[str]:
+    """The events a plugin handles: in a bare run's order where it is active, then those its classes' hook markers
+    name (a plugin not built in this run; an event of another plugin that is not in this run), the core's events
+    in their order and the others by name."""
+    if plugin is None:
+        return handled
+    classes = [plugin.factory, *(f for names in plugin.provides.values() for f in names.values())]
+    marked = {name for cls in classes if isinstance(cls, type) for name in _marked(cls)}
+    order = {name: i for i, name in enumerate(EVENTS)}
+    rest = sorted(marked - set(handled), key=lambda name: (order.get(name, len(order)), name))
+    return [*handled, *rest]
+
+
+def _marked(cls: type) -> list[str]:
+    """The names of ``cls``'s methods marked ``@surge.hookimpl``: the events (its own or another plugin's) it
+    handles."""
+    return [name for name in dir(cls) if not name.startswith("_") and hasattr(getattr(cls, name, None), "surge_impl")]
 
 
 def list_plugins(args: argparse.Namespace) -> int:
@@ -275,8 +288,15 @@ def list_plugins(args: argparse.Namespace) -> int:
                 r["version"] or "?",
                 r["kind"] or "?",
                 r["status"] + (f" ({r['reason']})" if r["reason"] else ""),
-                "; ".join(f"{slot}: {', '.join(names)}" for slot, names in r["provides"].items())
-                or ", ".join(r["hooks"])
+                "; ".join(
+                    part
+                    for part in (
+                        "; ".join(f"{slot}: {', '.join(names)}" for slot, names in r["provides"].items())
+                        or ", ".join(r["hooks"]),
+                        f"publishes: {', '.join(r['publishes'])}" if r["publishes"] else "",
+                    )
+                    if part
+                )
                 or "-",
             )
             for r in rows

@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
+import shutil
 import sys
 import time
 import types
 import typing
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from surge.events.hooks import hookimpl
@@ -121,9 +124,8 @@ def _run(args: argparse.Namespace) -> int:
     plugins = [config.plugins, *objects] if config.plugins else objects
     trainer = surge.Trainer(**config.trainer_kwargs, plugins=plugins or None)
     if command == "fit" and trainer.is_global_zero:  # one banner per run, not one per process
-        where = (
-            "the embedded digits example (scikit-learn's 8x8 images)" if not args.config else config.model.class_path
-        )
+        embedded = not args.config and config.model.class_path == f"{_EXAMPLE}.DigitsClassifier"
+        where = "the embedded digits example (scikit-learn's 8x8 images)" if embedded else config.model.class_path
         print(f"surge fit: {where}, {trainer.max_epochs} epochs on {trainer.strategy.root_device}")
     if command == "tune":
         return _tune(trainer, model, data)
@@ -132,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     result = method(model, datamodule=data, ckpt_path=config.ckpt_path, **quiet)
     if trainer.interrupted:
         print("interrupted; stopped at a step boundary", file=sys.stderr)
+        if command == "fit" and trainer.is_global_zero:
+            print(f"resume it with: {resume_command(getattr(args, 'argv', None) or sys.argv[1:])}", file=sys.stderr)
         return 130
     if trainer.is_global_zero:  # one report per run, not one per process
         _report(command, trainer, result)
@@ -182,6 +186,8 @@ def _report(command: str, trainer: Any, result: Any) -> None:
         if shown:
             print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in sorted(shown.items())))
     elif command in ("validate", "test"):
+        if trainer.ckpt_path:
+            print(f"{command}: the weights of {trainer.ckpt_path}")
         for i, metrics in enumerate(result or []):
             figures = "  ".join(f"{k}={float(v):.4f}" for k, v in sorted(metrics.items()))
             print(f"{command} dataloader {i}: {figures}")
@@ -199,8 +205,48 @@ def _report(command: str, trainer: Any, result: Any) -> None:
     if trainer._run_dir is not None:  # one was made (reading trainer.run_dir would make one)
         print(f"run directory: {trainer.run_dir}")
         if command == "fit" and any(s["name"] == "csv" for s in trainer.plugin_set()):
-            print(f"plot its metrics: surge plot {trainer.run_dir}")
+            print(f"plot its metrics: {self_command()} plot {shlex.quote(str(trainer.run_dir))}")
     sys.stdout.flush()  # the report is out before the interpreter's shutdown (where gloo can abort a process)
+
+
+def self_command() -> str:
+    """How to run this ``surge`` again from the shell it was started in: ``surge`` when that is the command the
+    shell finds, else its path (``.venv/bin/surge`` after ``make demo``, which runs it without activating the
+    virtual environment), or ``<python> -m surge``."""
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.name == "surge" and script.is_file():
+        found = shutil.which("surge")
+        if found and Path(found).resolve() == script.resolve():
+            return "surge"
+        return shlex.quote(_shell_path(script))
+    return f"{shlex.quote(_shell_path(Path(sys.executable)))} -m surge"
+
+
+def _shell_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it (``.venv/bin/surge``), else absolute."""
+    absolute = path.absolute()
+    try:
+        relative = absolute.relative_to(Path.cwd())
+    except ValueError:
+        return str(absolute)
+    return str(relative) if len(relative.parts) > 1 else f"./{relative}"
+
+
+def resume_command(argv: Sequence[str]) -> str:
+    """The command line that resumes an interrupted ``surge fit ARGV``: the same, with ``--ckpt_path=last``."""
+    kept: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token == "--ckpt_path":
+            skip = True  # its value follows
+            continue
+        if token.startswith("--ckpt_path="):
+            continue
+        kept.append(token)
+    return " ".join([self_command(), *map(shlex.quote, kept), "--ckpt_path=last"])
 
 
 def _tune(trainer: Any, model: Any, data: Any) -> int:
@@ -231,29 +277,44 @@ def _tune(trainer: Any, model: Any, data: Any) -> int:
 
 
 class _ConsoleReport:
-    """Prints one line per epoch with the epoch's metrics (an observer, like any logger)."""
+    """Prints the checkpoint a fit resumes from, and one line per epoch with the epoch's metrics, its own time
+    and the time since training started (an observer, like any logger)."""
 
     surge_name = "cli_report"
     surge_kind = "observer"
 
     def __init__(self) -> None:
-        self._started = time.perf_counter()
+        self._started = self._epoch_started = time.perf_counter()
+
+    @hookimpl
+    def fit_start(self, event: Any) -> None:
+        t = event.trainer
+        if t.is_global_zero and t.ckpt_path:  # ckpt_path="last"/"best" resolved: say which file, and where in it
+            print(
+                f"resuming from {t.ckpt_path} (saved in epoch {t.current_epoch} at global step {t.global_step})",
+                flush=True,
+            )
 
     @hookimpl
     def train_start(self, event: Any) -> None:
         self._started = time.perf_counter()
 
     @hookimpl
+    def train_epoch_start(self, event: Any) -> None:
+        self._epoch_started = time.perf_counter()
+
+    @hookimpl
     def train_epoch_end(self, event: Any) -> None:
         t = event.trainer
         if not t.is_global_zero:
             return
+        now = time.perf_counter()
         shown = {k: v for k, v in t.callback_metrics.items() if not k.endswith(("_step", "_epoch"))}
         figures = "  ".join(f"{k}={float(v):.4f}" for k, v in sorted(shown.items()))
-        elapsed = time.perf_counter() - self._started
         # numbered from 0 out of max_epochs - 1, as the progress bar beside it and Lightning's bars number them
         epoch = f"epoch {event.epoch}/{t.max_epochs - 1}" if t.max_epochs > 0 else f"epoch {event.epoch}"
-        print(f"{epoch}  {figures}  [{elapsed:.2f}s]", flush=True)
+        took, total = now - self._epoch_started, now - self._started
+        print(f"{epoch}  {figures}  [{took:.2f}s, {total:.2f}s in all]", flush=True)
 
 
 class _ConfigWriter:
@@ -330,9 +391,9 @@ def options_reference() -> str:
             continue
         if plugin.kind == "provider":
             slots = "; ".join(f"{slot}: {', '.join(sorted(names))}" for slot, names in plugin.provides.items())
-            lines.append(f"  {record.name} (provider; {slots})")
-            continue
-        state = "on by default" if plugin.default else "off unless requested"
+            state = f"provider; {slots}"
+        else:
+            state = "on by default" if plugin.default else "off unless requested"
         lines.append(
             f"  {record.name} ({record.distribution or '?'} {record.version or '?'}, {state})"
             + (f": {plugin.description}" if plugin.description else "")

@@ -384,7 +384,8 @@ def _copy(value: Any) -> Any:
 
 
 class Problems:
-    """Collects ``(dotted path, message)`` pairs, each told where its value came from."""
+    """Collects ``(dotted path, message)`` pairs, each told where its value came from (``where``: a
+    :class:`Layer`'s paths to their sources); ``items`` is what a :class:`surge.ConfigError` takes."""
 
     def __init__(self, where: Mapping[Path, str]) -> None:
         self.where = where
@@ -400,6 +401,19 @@ class Problems:
             if parts[:n] in self.where:
                 return self.where[parts[:n]]
         return ""
+
+
+def _top_level_hint(key: str) -> str:
+    """A "did you mean" for an unknown top-level key: a section, or a Trainer argument written without its
+    ``trainer.`` (``--max-epoch 3``, ``max_epochs: 3`` at the top of a file), dashes taken for underscores."""
+    spelled = key.replace("-", "_")
+    close = difflib.get_close_matches(spelled, SECTIONS, n=1)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    close = difflib.get_close_matches(spelled, sorted(TrainerConfig.model_fields), n=1)
+    if close:
+        return f"did you mean 'trainer.{close[0]}' (--trainer.{close[0]}=VALUE on the command line)?"
+    return f"valid keys: {', '.join(SECTIONS)} (a Trainer argument goes under trainer:, as --trainer.NAME=VALUE)"
 
 
 def resolve(
@@ -431,9 +445,7 @@ def resolve(
 
     for key in data:
         if key not in SECTIONS:
-            close = difflib.get_close_matches(str(key), SECTIONS, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(SECTIONS)}"
-            problems.add(str(key), f"unknown key; {hint}")
+            problems.add(str(key), f"unknown key; {_top_level_hint(str(key))}")
 
     trainer_values = data.get("trainer")
     trainer: TrainerConfig | None = None
@@ -642,6 +654,10 @@ def class_section(
     required: bool,
     classes: Mapping[str, Any] | None = None,
 ) -> ClassSpec | None:
+    """The :class:`ClassSpec` of a ``{class_path, init_args}`` section (or a bare class path) at ``section``: the
+    class imported (or found in ``classes`` by its path), a subclass of ``surge.<base>`` when ``base`` is given, its
+    arguments checked against its signature; ``None`` with the problems added to ``problems`` otherwise (a missing
+    section is one only when ``required``)."""
     if value is None:
         if required:
             problems.add(
@@ -691,6 +707,8 @@ def class_section(
 
 
 def import_object(class_path: str, path: str, problems: Problems) -> Any:
+    """The object ``class_path`` (``package.module.Name``, nested names allowed) names, imported; ``None`` with a
+    problem at ``path`` (a "did you mean" among the module's classes) when it cannot be."""
     parts = class_path.split(".")
     if len(parts) < 2 or not all(part.isidentifier() for part in parts):
         problems.add(path, f"got {class_path!r}: a dotted path like package.module.Class")
@@ -726,6 +744,7 @@ def import_object(class_path: str, path: str, problems: Problems) -> Any:
 
 
 def parameters(target: Any) -> dict[str, inspect.Parameter]:
+    """``target``'s signature's parameters by name (none when it has no signature to read)."""
     try:
         return dict(inspect.signature(target).parameters)
     except (TypeError, ValueError):

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from loguru import logger
 
-from surge.errors import SurgeError
+from surge._logging import logger
+from surge.errors import LoggedValueError, SurgeError
 
 ReduceFx = str | Callable[[torch.Tensor], torch.Tensor]
 _REDUCERS = ("mean", "sum", "max", "min")
@@ -37,6 +37,8 @@ class _Accumulator:
     weights: list[int] = field(default_factory=list)
     restored: bool = False
     """Restored from a checkpoint without its callable ``reduce_fx``: the next ``self.log`` supplies it."""
+    dataloader_idx: int | None = None
+    """The evaluation loader it was logged from, when there are several (``None``: none, or in ``*_epoch_end``)."""
 
     def reduce(self) -> torch.Tensor:
         fx = self.reduce_fx
@@ -78,8 +80,10 @@ class MetricStore:
         self._appended: list[_Accumulator] = []  # what this batch added to, so a failed batch can be taken back
         # torchmetrics objects logged, by (context, name); their state is theirs, so a failed batch's
         # update() cannot be taken back
-        self._objects: dict[tuple[str, str], tuple[Any, _Meta]] = {}
-        self._to_reset: list[Any] = []  # computed at an epoch's end, reset after its *_epoch_end handlers
+        self._objects: dict[tuple[str, str], tuple[Any, _Meta, int | None]] = {}
+        self._owners: dict[tuple[str, str], int] = {}
+        """The loader of each name logged with ``add_dataloader_idx=False`` while several evaluation loaders run."""
+        self._to_reset: list[Any] = []  # logged this epoch; reset after its *_epoch_end handlers (reset_objects)
         self.eval_steps: dict[int, int] = {}
         """Evaluation batches written per dataloader (Lightning's step of an evaluation's per-batch rows)."""
         self.callback_metrics: dict[str, torch.Tensor] = {}
@@ -91,6 +95,10 @@ class MetricStore:
         self.writer: Callable[[dict[str, torch.Tensor], str, int | None], None] | None = None
         """Called with :attr:`pending`, the stage and the step (``None``: the global step) at each write (the
         Trainer emits ``log_metrics``)."""
+        self.late: bool | None = None
+        """Between a training step's publication (:meth:`end_train_step`) and the next batch: whether that step is
+        written. Set, a value logged now (by a ``train_batch_end`` handler) belongs to that step and is published
+        at once, as Lightning's are; ``None`` otherwise."""
 
     def record(
         self,
@@ -119,21 +127,29 @@ class MetricStore:
         metric = None
         if isinstance(value, torch.Tensor):
             tensor = value.detach()
+            if tensor.dim():  # one element of any shape is that number, as Lightning squeezes it; more is refused
+                if tensor.numel() != 1:
+                    raise _not_scalar(name, tensor)
+                tensor = tensor.reshape(())
         elif isinstance(value, (int, float, bool)):
             tensor = torch.tensor(float(value))
         elif hasattr(value, "items"):
-            raise SurgeError(
+            raise LoggedValueError(
                 f"self.log({name!r}) got a {type(value).__name__}; log a mapping or a MetricCollection with "
                 "self.log_dict(...)"
             )
         elif _is_metric(value):  # a torchmetrics.Metric: it accumulates and syncs across processes itself
             metric, sync_dist = value, False
         else:
-            raise SurgeError(
+            raise LoggedValueError(
                 f"self.log({name!r}) got {type(value).__name__}; log a number, a tensor or a torchmetrics.Metric"
             )
-        if self.dataloader_idx is not None and add_dataloader_idx:
-            name = f"{name}/dataloader_idx_{self.dataloader_idx}"
+        loader = self.dataloader_idx
+        if loader is not None:
+            if add_dataloader_idx:
+                name = f"{name}/dataloader_idx_{loader}"
+            else:
+                self._claim(context, name, loader)
         flags = (on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
         try:
             meta = self._metas.get(flags)
@@ -144,23 +160,41 @@ class MetricStore:
         if metric is not None:
             # As in Lightning: per step its forward() result (none after a bare update()), per epoch its
             # compute() at the epoch's end, after which it is reset (end_epoch)
-            self._objects[(context, name)] = (metric, meta)
+            self._objects[(context, name)] = (metric, meta, loader)
             cache = getattr(metric, "_forward_cache", None)
             if on_step and isinstance(cache, torch.Tensor):
                 self._step[name] = (cache.detach(), meta)
+                if self.late is not None:
+                    self.end_step(self.late, flush=False)
             return
         if on_step:
             self._step[name] = (tensor, meta)
         if on_epoch:
             entry = self._epoch.get((context, name))
             if entry is None:
-                entry = self._epoch[(context, name)] = (_Accumulator(reduce_fx), meta)
+                entry = self._epoch[(context, name)] = (_Accumulator(reduce_fx, dataloader_idx=loader), meta)
             elif entry[0].restored:
                 entry[0].reduce_fx, entry[0].restored = reduce_fx, False
                 entry = self._epoch[(context, name)] = (entry[0], meta)
             entry[0].values.append(tensor)
             entry[0].weights.append(batch_size if batch_size is not None else self._current_batch_size())
             self._appended.append(entry[0])
+        if self.late is not None and on_step:  # after the step's publication: into that step's values and row
+            self.end_step(self.late, flush=False)
+
+    def _claim(self, context: str, name: str, loader: int) -> None:
+        """A name logged with ``add_dataloader_idx=False`` while several loaders run belongs to the one loader
+        that logs it (it goes into that loader's result dict); from a second loader it is refused, as Lightning
+        refuses it, rather than mixing the loaders' values under one name."""
+        owner = self._owners.setdefault((context, name), loader)
+        if owner != loader:
+            raise SurgeError(
+                f"self.log({name!r}, ..., add_dataloader_idx=False) during {context} on dataloader {loader}: "
+                f"dataloader {owner} logged {name!r} too, and one name cannot hold the values of several "
+                f"dataloaders (Lightning refuses it as well). Log one name per dataloader "
+                f"(f'{name}_{{dataloader_idx}}'), or leave add_dataloader_idx=True (the name gets "
+                f"'/dataloader_idx_N'); a value over every dataloader can be logged in on_{context}_epoch_end"
+            )
 
     def _current_batch_size(self) -> int:
         if self.batch_size is None:
@@ -168,7 +202,7 @@ class MetricStore:
         return self.batch_size
 
     def new_batch(self, batch: Any) -> None:
-        self.batch, self.batch_size = batch, None
+        self.batch, self.batch_size, self.late = batch, None, None
         self._appended.clear()
 
     def rollback(self) -> None:
@@ -186,6 +220,14 @@ class MetricStore:
                 "epoch values include whatever it added (docs/resume.md, 'Not exact')",
                 ", ".join(kept),
             )
+
+    def end_train_step(self, write: bool) -> None:
+        """Publish a training step's values into the metric dicts, before its ``train_batch_end`` handlers read
+        them. What those handlers log joins the step's values (:attr:`late`); the step's row is written after
+        them (the loop calls :meth:`flush` when :attr:`pending` holds it), so it has both, as Lightning's."""
+        self.late = write
+        if self._step:
+            self.end_step(write, flush=False)
 
     def end_step(self, write: bool, flush: bool = True, step: int | None = None) -> None:
         """Publish this step's values into the metric dicts (``write``: also for the loggers; with ``flush``,
@@ -210,39 +252,59 @@ class MetricStore:
         if write and flush:
             self._write(step)
 
-    def end_epoch(self, write: bool = True) -> dict[str, torch.Tensor]:
+    def end_epoch(self, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
         """Reduce the current context's epoch accumulators and publish them; returns what goes to the loggers
-        (Lightning's return value of validate/test: ``logger=True`` values under their logged names).
-        ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out in one write
-        with them."""
-        self.end_step(write=True, flush=False)  # the last step's values go out in the epoch's write
-        reduced: dict[str, torch.Tensor] = {}
+        (Lightning's return value of validate/test: ``logger=True`` values under their logged names), each with
+        the evaluation loader it was logged from (``None``: no loader's, such as a value logged in
+        ``*_epoch_end``). ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out
+        in one write with them; with ``write`` and ``reset``, the torchmetrics objects logged are reset now
+        (an evaluation resets them later, after its ``*_end`` handlers: :meth:`reset_objects`)."""
+        self.late = None
+        self.end_step(write=True, flush=False)  # values logged per step outside any step: in the epoch's write
+        reduced: dict[str, tuple[torch.Tensor, int | None]] = {}
         for context, name in [key for key in self._epoch if key[0] == self.context]:
             acc, meta = self._epoch.pop((context, name))
             value = acc.reduce()
             if meta.sync_dist:
                 value = self.reduce_across(value, acc.reduce_fx if isinstance(acc.reduce_fx, str) else "mean")
-            self._publish_epoch(name, value, meta, reduced)
+            self._publish_epoch(name, value, meta, reduced, acc.dataloader_idx)
         for context, name in [key for key in self._objects if key[0] == self.context]:
-            metric, meta = self._objects.pop((context, name))
+            metric, meta, loader = self._objects.pop((context, name))
             self._to_reset.append(metric)
             if meta.on_epoch:
-                self._publish_epoch(name, _computed(metric, name), meta, reduced)
+                self._publish_epoch(name, _computed(metric, name), meta, reduced, loader)
+        for key in [key for key in self._owners if key[0] == self.context]:
+            del self._owners[key]
         if write:
-            for metric in self._to_reset:  # after the *_epoch_end handlers, which may still read them
-                metric.reset()
-            self._to_reset.clear()
+            if reset:
+                self.reset_objects()
             self._write()
         return reduced
 
-    def _publish_epoch(self, name: str, value: torch.Tensor, meta: _Meta, logged: dict[str, torch.Tensor]) -> None:
+    def reset_objects(self) -> None:
+        """Reset the torchmetrics objects logged since the last reset: called once the handlers that may still
+        read them are done (a training epoch's ``*_epoch_end``; an evaluation's ``*_end``), as Lightning resets
+        its results."""
+        for metric in self._to_reset:
+            metric.reset()
+        self._to_reset.clear()
+
+    def _publish_epoch(
+        self,
+        name: str,
+        value: torch.Tensor,
+        meta: _Meta,
+        logged: dict[str, tuple[torch.Tensor, int | None]],
+        loader: int | None,
+    ) -> None:
         key = _forked(name, "_epoch") if meta.on_step else name
         value = self._out(value)
         self.callback_metrics[name] = self.callback_metrics[key] = value
         if meta.prog_bar:
             self.progress_bar_metrics[key] = value
         if meta.logger:
-            self.logged_metrics[key] = self.pending[key] = logged[key] = value
+            self.logged_metrics[key] = self.pending[key] = value
+            logged[key] = (value, loader)
 
     def flush(self) -> None:
         """Write whatever is pending now."""
@@ -262,6 +324,7 @@ class MetricStore:
         self._step.clear()
         self._epoch.clear()
         self._objects.clear()
+        self._owners.clear()
         self._to_reset.clear()
         self.pending.clear()
         self.eval_steps.clear()
@@ -292,6 +355,9 @@ class MetricStore:
             "logged": dict(self.logged_metrics),
             "progress_bar": dict(self.progress_bar_metrics),
         }
+        # saved by a train_batch_end handler, the pending values are the step's row, written after those
+        # handlers: the checkpoint predates it, so the resumed run writes it (a file continued from the
+        # checkpoint's rows, as the CSV logger's, then has it once)
         return {"epoch": epoch, "pending": dict(self.pending), "published": published}
 
     def load_state_dict(self, state: Mapping[str, Any], device: torch.device) -> None:
@@ -314,16 +380,30 @@ class MetricStore:
             restored.update({k: self._out(v.to(device)) for k, v in saved.items()})
 
     def discard(self) -> None:
-        """Forget what the current context logged since the last publication (the sanity check's metrics);
-        the torchmetrics objects it logged are reset, as Lightning resets them after its sanity check."""
+        """Forget what the current context logged since the last publication (the sanity check's metrics).
+        The torchmetrics objects it logged keep their state until :meth:`reset_objects`, after the sanity
+        check's ``validation_epoch_end`` and ``validation_end`` handlers, which may read them, as in Lightning;
+        they are not computed here."""
         self._step.clear()
         for key in [key for key in self._epoch if key[0] == self.context]:
             del self._epoch[key]
         for key in [key for key in self._objects if key[0] == self.context]:
-            self._objects.pop(key)[0].reset()
+            self._to_reset.append(self._objects.pop(key)[0])
+        for owned in [key for key in self._owners if key[0] == self.context]:
+            del self._owners[owned]
 
     def _out(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.cpu() if self.move_to_cpu else tensor
+
+
+def _not_scalar(name: str, tensor: torch.Tensor) -> LoggedValueError:
+    shape = tuple(tensor.shape)
+    return LoggedValueError(
+        f"self.log({name!r}, <tensor of shape {shape}>): a logged value is one number, and this tensor has "
+        f"{tensor.numel()} elements (loggers write scalars; Lightning refuses it too). Log a scalar, such as "
+        f"its .mean() or .sum(), or one key per element: self.log_dict({{f'{name}_{{i}}': v for i, v in "
+        "enumerate(tensor.flatten())})"
+    )
 
 
 def _forked(name: str, suffix: str) -> str:
@@ -349,8 +429,9 @@ def _computed(metric: Any, name: str) -> torch.Tensor:
 
 def to_host(values: Mapping[str, Any]) -> dict[str, float]:
     """Scalars as Python floats, with one device-to-host copy per (device, dtype) group rather than one per
-    value. Python numbers pass through; tensors with more than one element are left out (loggers write
-    scalars; the full tensor stays in ``trainer.callback_metrics``)."""
+    value. Python numbers pass through; tensors with more than one element (``self.log`` refuses them; a
+    torchmetrics object's ``compute()`` or a plugin's ``trainer.log_metrics`` may give one) are left out:
+    loggers write scalars, and the full tensor stays in ``trainer.callback_metrics``."""
     out: dict[str, float] = {}
     groups: dict[tuple[torch.device, torch.dtype], list[tuple[str, torch.Tensor]]] = {}
     for name, value in values.items():

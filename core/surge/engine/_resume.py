@@ -19,11 +19,14 @@ for a save during a validation, after a batch that raised, or after a stop that 
 * after the epoch's batches (a save in ``train_epoch_end``): the epoch-interval schedulers step and the
   next epoch begins.
 
-Limits: several train loaders (combined) are replayed from the epoch's start, which is exact unless one
-of them draws from the global RNG mid-epoch (a shorter loader restarting in ``max_size_cycle`` mode);
-randomness inside the workers of a map-style loader (augmentations with ``num_workers > 0``) is not
-replayed for the rest of a resumed epoch (the resume warns); ``persistent_workers`` loaders draw their
-worker seed once per loader, not once per epoch.
+With several processes each rank records its own RNG states, data position and open-window gradients
+(gathered into ``ranks``) and resumes from them.
+
+Limits, each warned about when the run resumes: several train loaders (combined) are replayed from the
+epoch's start, which is exact unless one of them draws from the global RNG mid-epoch (a shorter loader
+restarting in ``max_size_cycle`` mode); randomness inside the workers of a map-style loader (augmentations
+with ``num_workers > 0``) is not replayed for the rest of a resumed epoch; ``persistent_workers`` loaders
+start and seed their workers once, which a resume cannot repeat.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
-from loguru import logger
-from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, Sampler, SequentialSampler
 
 from surge import _data
+from surge._logging import logger
 
 if TYPE_CHECKING:
     from surge.engine.trainer import Trainer
@@ -347,12 +350,15 @@ def resumable_state(trainer: Trainer) -> dict[str, Any]:
     """
     pending = trainer._resume_point
     if pending is not None:
-        return {
-            "loops": loop_position(trainer),
-            "rng": pending.rng if pending.rng is not None else rng_states(trainer.train_dataloader),
-            "data": pending.data(),
-            "accumulated_grads": pending.grads,
-        }
+        return _every_rank(
+            trainer,
+            {
+                "loops": loop_position(trainer),
+                "rng": pending.rng if pending.rng is not None else rng_states(trainer.train_dataloader),
+                "data": pending.data(),
+                "accumulated_grads": pending.grads,
+            },
+        )
     loops = loop_position(trainer)
     validation_rng = trainer._validation_rng
     rng = validation_rng if validation_rng is not None else rng_states(trainer.train_dataloader)
@@ -360,7 +366,48 @@ def resumable_state(trainer: Trainer) -> dict[str, Any]:
     open_batch = trainer._open_batch
     if open_batch is not None:
         rng, grads = _rewind(trainer, open_batch, rng, grads, loops)
-    return {"loops": loops, "rng": rng, "data": data_position(trainer), "accumulated_grads": grads}
+    return _every_rank(
+        trainer, {"loops": loops, "rng": rng, "data": data_position(trainer), "accumulated_grads": grads}
+    )
+
+
+_PER_RANK = ("rng", "data", "accumulated_grads")
+"""What each process of a multi-process run has of its own: its RNG states, its data position (the states its
+shard of the data was drawn from, its loader's own state) and, inside an accumulation window, its gradients
+(``no_sync``: not yet averaged)."""
+
+
+def _every_rank(trainer: Trainer, resume: dict[str, Any]) -> dict[str, Any]:
+    """With several processes, ``resume["ranks"]``: every rank's :data:`_PER_RANK` entries, in rank order,
+    gathered from all of them (each checkpoint is dumped on every rank). The top-level entries stay this
+    rank's (global rank zero's in the file), which a single process resuming the checkpoint takes."""
+    if trainer.world_size <= 1:
+        return resume
+    mine = {key: resume[key] for key in _PER_RANK}
+    own_grads = mine["accumulated_grads"]
+    shared = {**mine, "accumulated_grads": {k: v.detach().cpu() for k, v in own_grads.items()}}
+    ranks = trainer.strategy.all_gather_object(shared)
+    ranks[trainer.global_rank] = mine  # this rank's own objects: what is shared with the top level is saved once
+    return {**resume, "ranks": ranks}
+
+
+def this_rank(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> dict[str, Any]:
+    """This process's :data:`_PER_RANK` entries of ``checkpoint``: its rank's, when the checkpoint was saved by as
+    many processes as this run has; else the top-level ones (global rank zero's), with a warning when the
+    number of processes changed."""
+    ranks = checkpoint.get("ranks")
+    if isinstance(ranks, list) and len(ranks) == trainer.world_size:
+        return dict(ranks[trainer.global_rank])
+    if isinstance(ranks, list) and trainer.is_global_zero:
+        logger.warning(
+            "checkpoint {} was saved by {} processes, this run has {}: each process continues from the RNG states "
+            "and data position of the original rank 0, so random draws (and data not sharded by rank) differ "
+            "from the original run's",
+            url,
+            len(ranks),
+            trainer.world_size,
+        )
+    return {key: checkpoint.get(key, {} if key != "rng" else None) for key in _PER_RANK}
 
 
 def _rewind(
@@ -399,7 +446,7 @@ def _rewind(
 
 def loop_position(trainer: Trainer) -> dict[str, Any]:
     state, n = trainer.state, trainer.num_training_batches
-    return {
+    position: dict[str, Any] = {
         "current_epoch": state.current_epoch,
         "global_step": state.global_step,
         "total_batches": state.total_batches,
@@ -408,6 +455,21 @@ def loop_position(trainer: Trainer) -> dict[str, Any]:
         "validated": state.validated_at == state.total_batches,
         "epoch_loop_done": state.epoch_loop_done,
     }
+    held = held_stop(trainer)
+    if held is not None:
+        position["held_stop"] = held
+    return position
+
+
+def held_stop(trainer: Trainer) -> str | None:
+    """The reason of a stop that was requested and is held back until ``min_epochs``/``min_steps`` are met
+    (the run goes on, then stops there); ``None`` when there is none. A checkpoint records it, so that a resumed
+    run stops where the uninterrupted one does; a stop that did end the run is not held, and a resume with a
+    larger budget goes on."""
+    state, loop = trainer.state, trainer._loop
+    if not state.should_stop or (state.current_epoch >= loop.min_epochs and state.global_step >= loop.min_steps):
+        return None
+    return state.stop_reason or "a stop was requested"
 
 
 def data_position(trainer: Trainer) -> dict[str, Any]:
@@ -524,18 +586,23 @@ def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> 
     state.validated_at = state.total_batches if loops.get("validated") else -1
     state.epoch_loop_done = bool(loops.get("epoch_loop_done", False))
     state.epoch_rng = None
-    data = checkpoint.get("data", {})
+    if loops.get("held_stop"):  # requested before the save, held back by min_epochs/min_steps: it still holds
+        state.should_stop, state.stop_reason = True, str(loops["held_stop"])
+    mine = this_rank(trainer, checkpoint, url)
+    data = mine["data"] or {}
     point = ResumePoint(
         epoch_batches=done,
         validated=bool(loops.get("validated")),
         epoch_loop_done=state.epoch_loop_done,
-        rng=checkpoint.get("rng"),
+        rng=mine["rng"],
         epoch_start=data.get("epoch_start"),
         loader_state=data.get("loader"),
-        grads=checkpoint.get("accumulated_grads", {}),
+        grads=mine["accumulated_grads"] or {},
     )
     if loops.get("inexact"):
         logger.warning("resuming from {}, which is not an exact continuation: {}", url, loops["inexact"])
+    _warn_persistent_workers(trainer, point, url)
+    _warn_restarted_loaders(trainer, point, url)
     n = trainer.num_training_batches
     length = None if math.isinf(n) else int(n)
     if point.mid_epoch and "epoch_length" in loops and loops["epoch_length"] != length:
@@ -549,6 +616,76 @@ def restore_position(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> 
             length,
         )
     return point
+
+
+def _train_loaders(trainer: Trainer) -> list[tuple[str, Any]]:
+    """The training loaders, each with how to name it in a message."""
+    loader = trainer.train_dataloader
+    if not isinstance(loader, _data.CombinedLoader):
+        return [("the training loader", loader)]
+    keys = list(loader.loaders) if isinstance(loader.loaders, dict) else list(range(len(loader.items)))
+    return [(f"the training loader {key!r}", item) for key, item in zip(keys, loader.items, strict=True)]
+
+
+def _warn_persistent_workers(trainer: Trainer, point: ResumePoint, url: str) -> None:
+    """``persistent_workers=True``: the original run's worker processes were started (and seeded) once, when the
+    loader was first iterated, and kept for every later epoch; a resume after that point starts new ones, seeded
+    now, and draws their seed from the RNG where the original run drew nothing."""
+    if trainer.state.current_epoch == 0 and not point.epoch_batches:
+        return  # the run's first iteration of the loader is still ahead: nothing differs
+    for name, item in _train_loaders(trainer):
+        if isinstance(item, DataLoader) and item.num_workers > 0 and item.persistent_workers:
+            logger.warning(
+                "resuming from {}: {} has persistent_workers=True, so in the original run its {} worker processes "
+                "were started and seeded once, when it was first iterated, and kept for every epoch after; the "
+                "resumed run starts new ones now, seeded from the RNG where the original run drew nothing, so "
+                "random draws inside the workers (augmentations, per-worker shuffling or sharding) and after them "
+                "differ from the original run's. For exact resumes set persistent_workers=False",
+                url,
+                name,
+                item.num_workers,
+            )
+
+
+def _warn_restarted_loaders(trainer: Trainer, point: ResumePoint, url: str) -> None:
+    """Several train loaders in ``max_size_cycle`` mode, resumed in the middle of an epoch in which a shorter one
+    had already been restarted: the replay of the epoch's first batches restarts it from the RNG states as the
+    replay leaves them, not as the training steps had left them in the original run. Exact for a loader whose
+    order draws on no global RNG (sequential, a generator or RNG objects of its own, a ``DistributedSampler``)."""
+    loader = trainer.train_dataloader
+    done = point.epoch_batches
+    if not isinstance(loader, _data.CombinedLoader) or loader.mode != "max_size_cycle" or not point.mid_epoch:
+        return
+    if point.loader_state is not None and _has_own_state(loader):
+        return  # it restores itself, restarts included
+    for name, item in _train_loaders(trainer):
+        length = _data.loader_len(item)
+        if length is not None and length < done and _order_from_global_rng(item):
+            logger.warning(
+                "resuming from {} after {} batches of an epoch of several training loaders (max_size_cycle): {} "
+                "has {} batches, so it had been restarted by then, drawing its new order from the global RNG while "
+                "the training steps were drawing from it too; the resume replays the epoch's first batches without "
+                "those steps, so the rest of the epoch differs from the original run. Give that loader a generator "
+                "of its own (DataLoader(..., generator=torch.Generator().manual_seed(s))), use mode='min_size', or "
+                "save at epoch boundaries",
+                url,
+                done,
+                name,
+                length,
+            )
+
+
+def _order_from_global_rng(loader: Any) -> bool:
+    """Whether a loader's order may come from a global RNG (python's, numpy's or torch's): anything but a
+    map-style ``DataLoader`` with a sequential or distributed sampler, or one drawing from generators or RNG
+    objects of its own."""
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        return True
+    inner = getattr(loader.batch_sampler, "sampler", None)
+    sampler = inner if inner is not None else loader.sampler
+    if isinstance(sampler, (SequentialSampler, DistributedSampler)):
+        return False
+    return not (loader_generators(loader) or loader_rng_objects(loader))
 
 
 # -- fast-forwarding a loader --------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from loguru import logger
 
 from surge import events as ev
+from surge._logging import logger
 from surge._plain import plain_hparams
 from surge.checkpoint import (
     ALIASES,
@@ -122,7 +122,9 @@ def restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
     schedulers, precision, plugin and datamodule states and the loop's position (the loops continue
     from it)."""
     with _must_fit(url):
-        if "converted_from" not in checkpoint:  # a checkpoint of another format records no plugin set
+        # A resume continues the checkpoint's run, so its plugin set matters; validate/test/predict only take the
+        # weights. A checkpoint of another format records no plugin set.
+        if trainer.state.stage == "fit" and "converted_from" not in checkpoint:
             _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
         _warn_experiment_diff(trainer, url, checkpoint.get("experiment"))
         sharded = sharded_message(url, checkpoint)
@@ -185,6 +187,7 @@ def _restore_states(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> N
             config.scheduler.load_state_dict(sched_state)
         trainer.precision_plugin.load_state_dict(checkpoint.get("precision", {}))
         trainer._metrics.load_state_dict(checkpoint.get("metrics", {}), trainer.strategy.root_device)
+        _warn_callable_reduce_fx(checkpoint.get("metrics", {}), url)
         plugin_states = checkpoint.get("plugins", {})
         for sub in trainer._plugin_subscribers:
             key = _saved_state_key(trainer, sub, plugin_states)
@@ -194,6 +197,23 @@ def _restore_states(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> N
             trainer.datamodule.load_state_dict(checkpoint["datamodule"])
         trainer._resume_point = _resume.restore_position(trainer, checkpoint, url)
         trainer._bus.resumed_at(trainer.state.global_step)  # step filters count on from the checkpoint
+
+
+def _warn_callable_reduce_fx(metrics: Mapping[str, Any], url: str) -> None:
+    """Values of the training epoch logged with a callable ``reduce_fx`` before the save: a checkpoint cannot hold
+    the callable, so the resumed run reduces them with the one its next ``self.log`` of that name passes, and with
+    ``"mean"`` if no such call follows in the epoch."""
+    names = sorted({str(entry.get("name")) for entry in metrics.get("epoch", []) if entry.get("reduce_fx") is None})
+    if names:
+        logger.warning(
+            "resuming from {}: the training epoch's {} logged with a callable reduce_fx before the save, which a "
+            "checkpoint cannot hold; the resumed run reduces {} with the callable its next self.log of that name "
+            "passes, and with 'mean' if none follows in this epoch, where the original run used the callable. Log "
+            "with reduce_fx='mean'/'sum'/'max'/'min', or save at epoch boundaries, where that matters",
+            url,
+            f"values of {', '.join(repr(n) for n in names)} were",
+            "them" if len(names) > 1 else "it",
+        )
 
 
 def resolve(trainer: Trainer, ckpt_path: str, stage: str) -> str | None:

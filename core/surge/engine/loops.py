@@ -27,6 +27,7 @@ from surge import events as ev
 from surge._data import loader_len
 from surge.engine import _resume, checkpointing
 from surge.engine._resume import OpenBatch, ResumePoint, epoch_start_states
+from surge.engine.module import BATCH_TRANSFER_STEPS, OPTIMIZATION_STEPS, batch_transfer_steps, overridden_steps
 from surge.engine.state import Interrupted
 from surge.errors import SurgeError
 
@@ -35,9 +36,12 @@ if TYPE_CHECKING:
 
 
 def run_stage(trainer: Trainer, stage: str) -> Any:
-    # once per run: which step methods take batch_idx (Lightning's `training_step(self, batch)` does not)
+    # once per run: which step methods take batch_idx (Lightning's `training_step(self, batch)` does not), and
+    # which overridable steps the Module (and DataModule) override; the others cost nothing per step
     module = trainer.module
     trainer._takes_batch_idx = {name: takes_batch_idx(getattr(module, name)) for name in _STEP_METHODS}
+    trainer._overridden = overridden_steps(module)
+    trainer._batch_steps = batch_transfer_steps(module, trainer.datamodule)
     if stage == "fit":
         return fit(trainer)
     if stage == "validate":
@@ -112,6 +116,7 @@ def fit(trainer: Trainer) -> None:
 
 def _sanity_check(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
+    held = state.should_stop, state.stop_reason  # a resumed run's stop held back by min_epochs still holds
     state.sanity_checking = True
     if bus.sanity_check_start:
         bus.sanity_check_start(ev.SanityCheckStart(trainer.view))
@@ -121,7 +126,7 @@ def _sanity_check(trainer: Trainer) -> None:
     state.sanity_checking = False
     if bus.sanity_check_end:
         bus.sanity_check_end(ev.SanityCheckEnd(trainer.view))
-    state.should_stop, state.stop_reason = False, None  # the sanity check only checks; it decides nothing
+    state.should_stop, state.stop_reason = held  # the sanity check only checks; it decides nothing
 
 
 def _fit_done(trainer: Trainer) -> bool:
@@ -154,9 +159,14 @@ def train_epoch(trainer: Trainer) -> None:
             _validate_during_fit(trainer)
         if _should_stop(trainer):
             batches.stop()
+    transfer = batch_transfer(trainer, 0)  # None unless the Module or DataModule overrides a batch-transfer step
+
     try:
         for batch_idx, batch in batches:
-            batch = precision.convert_input(strategy.batch_to_device(batch))
+            if transfer is None:
+                batch = precision.convert_input(strategy.batch_to_device(batch))
+            else:
+                batch = transfer(batch)
             metrics.new_batch(batch)
             if bus.train_batch_start:
                 bus.train_batch_start(ev.TrainBatchStart(trainer.view, batch, batch_idx))
@@ -164,10 +174,12 @@ def train_epoch(trainer: Trainer) -> None:
                     batches.skip(f"skipped by the stop requested in its train_batch_start: {state.stop_reason}")
                     break
             outputs = step(batch, batch_idx)
-            metrics.end_step(write=trainer.should_log)
+            metrics.end_train_step(trainer.should_log)  # into the metric dicts; values logged from now on join
             batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
             if bus.train_batch_end:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
+            if metrics.pending:  # the step's row, with what the train_batch_end handlers logged
+                metrics.flush()
             if validation.due(batch_idx + 1):
                 _validate_during_fit(trainer)
             _boundary(trainer)
@@ -486,6 +498,186 @@ class _TruncatedBPTT(_Step):
         return outputs
 
 
+class _Closure:
+    """The ``optimizer_closure`` the Module's ``optimizer_step`` gets, as Lightning's: calling it runs
+    ``training_step`` and the backward pass of its loss (divided for accumulation) and returns that loss, detached
+    (``None`` when ``training_step`` returned ``None``). It remembers whether it ran and what the step returned."""
+
+    __slots__ = ("step", "batch", "batch_idx", "sync", "extra", "ran", "outputs", "loss")
+
+    def __init__(self, step: _Hooked | None, batch: Any, batch_idx: int, sync: bool, *extra: Any) -> None:
+        self.step, self.batch, self.batch_idx, self.sync, self.extra = step, batch, batch_idx, sync, extra
+        self.ran, self.outputs, self.loss = False, None, None
+
+    def __call__(self) -> torch.Tensor | None:
+        if self.step is None:  # the step of a window left open at the end of an epoch of unknown length
+            self.ran = True
+            return None
+        if self.ran:  # an optimizer evaluating it again (LBFGS): the gradients are computed afresh
+            self.step.zero_grad_again(self.batch_idx)
+        self.ran = True
+        with torch.enable_grad():  # an optimizer may call it from a no-grad context
+            self.outputs, self.loss = self.step.forward_backward(self.batch, self.batch_idx, self.sync, *self.extra)
+        return None if self.loss is None else self.loss.detach()
+
+
+class _Hooked(_Automatic):
+    """Automatic optimization in Lightning's shape, for a Module that overrides ``optimizer_step``,
+    ``optimizer_zero_grad``, ``backward`` or ``configure_gradient_clipping``, or an optimizer that calls the
+    closure itself (LBFGS); :class:`_Automatic` otherwise. On
+    the batch that completes a window, ``module.optimizer_step(epoch, batch_idx, optimizer, closure)`` with the
+    wrapped optimizer and a :class:`_Closure` over the batch; the window's other batches run the closure alone.
+    The optimizer's ``step`` is :func:`step_with_closure`. After ``optimizer_step`` (whether or not it stepped,
+    as in Lightning): the zero-grad events around ``module.optimizer_zero_grad``, ``global_step``, schedulers."""
+
+    __slots__ = ("module", "epoch", "optimizer", "wrapper", "backward", "last_idx")
+
+    def __init__(
+        self, trainer: Trainer, training_step: Callable[..., Any], accumulate: int, pending: bool, epoch: int
+    ) -> None:
+        super().__init__(trainer, training_step, accumulate, pending)
+        module = trainer.module
+        self.module, self.epoch, self.last_idx = module, epoch, -1
+        self.optimizer = trainer.optimizers[0]
+        self.wrapper = module.optimizers()  # what self.optimizers() returns: Lightning hands over the same object
+        overridden = "backward" in trainer._overridden
+        self.backward = trainer._backward_through_module if overridden else trainer._backward
+
+    def forward_backward(self, batch: Any, batch_idx: int, sync: bool, *extra: Any) -> tuple[Any, Any]:
+        """``training_step`` and the backward pass of its loss; returns its output and the loss back-propagated."""
+        accumulate = self.accumulate
+        synchronise = self.trainer.strategy.accumulation_context(sync) if accumulate > 1 else _NO_CONTEXT
+        with synchronise:
+            with self.precision.autocast(self.device):
+                outputs = self.training_step(batch, batch_idx, *extra)
+            loss = _loss_of(outputs)
+            if loss is not None:
+                if accumulate > 1:
+                    loss = loss / accumulate
+                self.backward(loss)
+        return outputs, loss
+
+    def __call__(self, batch: Any, batch_idx: int) -> Any:
+        steps = (batch_idx + 1) % self.accumulate == 0 or batch_idx == self.last
+        closure = _Closure(self, batch, batch_idx, steps or self.unknown_length)
+        self.last_idx = batch_idx
+        if steps:
+            self.optimize(closure, batch_idx)
+        else:
+            closure()
+            if closure.loss is not None:
+                self.pending = True
+        return closure.outputs
+
+    def zero_grad_again(self, batch_idx: int) -> None:
+        """Before the closure runs again within one step (as Lightning's closure does each time it runs)."""
+        if self.accumulate > 1:
+            raise SurgeError(
+                f"the optimizer ({type(self.optimizer).__name__}) evaluates optimizer_closure several times per "
+                f"step, which cannot be combined with accumulate_grad_batches={self.accumulate}: each evaluation "
+                "must start from zero gradients. Set accumulate_grad_batches=1"
+            )
+        self.zero_grad(batch_idx)
+
+    def zero_grad(self, batch_idx: int) -> None:
+        trainer, optimizer = self.trainer, self.optimizer
+        bus = trainer._bus
+        if bus.before_zero_grad:
+            bus.before_zero_grad(ev.BeforeZeroGrad(trainer.view, optimizer, 0))
+        self.module.optimizer_zero_grad(self.epoch, batch_idx, optimizer)
+        if bus.after_zero_grad:
+            bus.after_zero_grad(ev.AfterZeroGrad(trainer.view, optimizer, 0))
+
+    def optimize(self, closure: _Closure, batch_idx: int) -> None:
+        trainer, epoch = self.trainer, self.epoch
+        self.module.optimizer_step(epoch, batch_idx, self.wrapper, closure)
+        if not closure.ran:
+            raise SurgeError(
+                f"{type(self.module).__name__}.optimizer_step(epoch={epoch}, batch_idx={batch_idx}, ...) returned "
+                "without running optimizer_closure, so training_step did not run for this batch (Lightning raises "
+                "here too). Pass it on, optimizer.step(closure=optimizer_closure), or call optimizer_closure() to "
+                "compute the gradients without stepping"
+            )
+        self.pending = False
+        self.zero_grad(batch_idx)
+        trainer.state.global_step += 1
+        if trainer.lr_scheduler_configs and not self.precision.last_step_skipped:
+            _step_schedulers(trainer, "step")
+
+    def finish(self) -> None:
+        if self.pending:  # the batch that ended the window has passed: the closure has nothing left to run
+            self.optimize(_Closure(None, None, self.last_idx, True), self.last_idx)
+
+
+class _HookedTBPTT(_Hooked):
+    """:class:`_TruncatedBPTT` in Lightning's shape: ``optimizer_step`` once per time split (as the seed called
+    it), with the split's closure."""
+
+    __slots__ = ("split_size",)
+
+    def __init__(self, trainer: Trainer, training_step: Callable[..., Any], split_size: int, epoch: int) -> None:
+        super().__init__(trainer, training_step, 1, False, epoch)
+        self.split_size = split_size
+
+    def __call__(self, batch: Any, batch_idx: int) -> Any:
+        hiddens, outputs = None, None
+        for split in self.module.tbptt_split_batch(batch, self.split_size):
+            closure = _Closure(self, split, batch_idx, True, hiddens)
+            self.optimize(closure, batch_idx)
+            outputs = closure.outputs
+            hiddens = _detached(outputs.get("hiddens")) if isinstance(outputs, dict) else None
+        return outputs
+
+
+def step_with_closure(trainer: Trainer, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None) -> Any:
+    """The optimizer step of automatic optimization as the Module's ``optimizer_step`` asks for it
+    (``optimizer.step(closure=...)``), in Lightning's order: the closure (through the precision plugin, which
+    hands it to the optimizer or runs it first), then ``before_optimizer_step`` and the Module's
+    ``configure_gradient_clipping``, then the update, then ``after_optimizer_step``. The same as
+    :func:`optimization_step`'s first half otherwise."""
+    bus, precision, config = trainer._bus, trainer.precision_plugin, trainer.config
+    clip = config.gradient_clip_val
+    algorithm = config.gradient_clip_algorithm if "gradient_clip_algorithm" in config.model_fields_set else None
+
+    def closure_then_clip() -> Any:
+        result = closure() if closure is not None else None
+        if clip:
+            precision.unscale_gradients(optimizer)  # true-scale gradients for handlers and for clipping
+        if bus.before_optimizer_step:
+            bus.before_optimizer_step(ev.BeforeOptimizerStep(trainer.view, optimizer, 0))
+        trainer.module.configure_gradient_clipping(optimizer, gradient_clip_val=clip, gradient_clip_algorithm=algorithm)
+        return result
+
+    result = precision.optimizer_step(optimizer, closure_then_clip)
+    if bus.after_optimizer_step:
+        bus.after_optimizer_step(ev.AfterOptimizerStep(trainer.view, optimizer, 0))
+    return result
+
+
+def batch_transfer(trainer: Trainer, dataloader_idx: int) -> Callable[[Any], Any] | None:
+    """How a batch of loader ``dataloader_idx`` reaches the device when the Module or the DataModule overrides a
+    batch-transfer step, in Lightning's order: the precision's input conversion, ``on_before_batch_transfer``,
+    ``transfer_batch_to_device`` (or the strategy's move), ``on_after_batch_transfer``. ``None`` otherwise: the
+    loops then move it as they always do."""
+    steps = trainer._batch_steps
+    if not steps:
+        return None
+    strategy, precision = trainer.strategy, trainer.precision_plugin
+    before, move, after = (steps.get(name) for name in BATCH_TRANSFER_STEPS)
+    device = strategy.root_device
+
+    def transfer(batch: Any) -> Any:
+        batch = precision.convert_input(batch)
+        if before is not None:
+            batch = before(batch, dataloader_idx)
+        batch = strategy.batch_to_device(batch) if move is None else move(batch, device, dataloader_idx)
+        if after is not None:
+            batch = after(batch, dataloader_idx)
+        return batch
+
+    return transfer
+
+
 def _step_function(trainer: Trainer, epoch: int, pending: bool) -> _Step:
     """This epoch's step, after ``train_epoch_start`` (where a plugin may change the accumulation factor).
     ``pending``: gradients restored from a checkpoint saved inside an accumulation window (automatic
@@ -499,15 +691,24 @@ def _step_function(trainer: Trainer, epoch: int, pending: bool) -> _Step:
         raise SurgeError(f"trainer.accumulate_grad_batches is {accumulate!r} for epoch {epoch}; it must be an int >= 1")
     if not module.automatic_optimization:
         return _Step(trainer, training_step)
+    # Lightning's shape when the Module overrides one of its steps or the optimizer calls the closure itself
+    # (LBFGS); else the inlined steps, which cost less
+    hooked = not trainer._overridden.isdisjoint(OPTIMIZATION_STEPS) or isinstance(
+        trainer.optimizers[0], torch.optim.LBFGS
+    )
     tbptt = module.truncated_bptt_steps
     if not tbptt:
+        if hooked:
+            return _Hooked(trainer, training_step, accumulate, pending, epoch)
         return _Automatic(trainer, training_step, accumulate, pending)
     if accumulate > 1:
         raise SurgeError(
             f"{type(module).__name__}.truncated_bptt_steps={tbptt} steps the optimizer once per time split; it "
             f"cannot be combined with accumulate_grad_batches={accumulate} (set one of them back to its default)"
         )
-    return _TruncatedBPTT(trainer, training_step, tbptt)
+    return (
+        _HookedTBPTT(trainer, training_step, tbptt, epoch) if hooked else _TruncatedBPTT(trainer, training_step, tbptt)
+    )
 
 
 def _loss_of(outputs: Any) -> torch.Tensor | None:
@@ -564,8 +765,10 @@ def clip_gradients(optimizer: torch.optim.Optimizer, value: float, algorithm: st
 
 
 def _step_schedulers(trainer: Trainer, when: str) -> None:
-    """``when``: 'step' after an optimizer step, 'epoch' at an epoch's end (after its validation)."""
+    """``when``: 'step' after an optimizer step, 'epoch' at an epoch's end (after its validation). Each step is
+    the Module's ``lr_scheduler_step(scheduler, metric)`` when it overrides it."""
     state = trainer.state
+    hook = trainer.module.lr_scheduler_step if "lr_scheduler_step" in trainer._overridden else None
     for config in trainer.lr_scheduler_configs:
         if config.interval != when:
             continue
@@ -573,7 +776,10 @@ def _step_schedulers(trainer: Trainer, when: str) -> None:
         if count % config.frequency:
             continue
         if config.monitor is None:
-            config.scheduler.step()
+            if hook is None:
+                config.scheduler.step()
+            else:
+                hook(config.scheduler, None)
             continue
         value = trainer.callback_metrics.get(config.monitor)
         if value is None:
@@ -583,7 +789,10 @@ def _step_schedulers(trainer: Trainer, when: str) -> None:
                     f"{sorted(trainer.callback_metrics) or 'none'}. Log it with self.log or set strict=False"
                 )
             continue
-        config.scheduler.step(value)
+        if hook is None:
+            config.scheduler.step(value)
+        else:
+            hook(config.scheduler, value)
 
 
 def _hook_manual_optimizers(trainer: Trainer) -> list[Any]:
@@ -675,8 +884,12 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
         for dl_idx, (loader, limit) in enumerate(zip(loaders, limits, strict=True)):
             metrics.dataloader_idx = dl_idx if several else None
             done = 0
+            transfer = batch_transfer(trainer, dl_idx)
             for batch in itertools.islice(loader, math.ceil(limit) if limit != math.inf else None):
-                batch = precision.convert_input(strategy.batch_to_device(batch))
+                if transfer is None:
+                    batch = precision.convert_input(strategy.batch_to_device(batch))
+                else:
+                    batch = transfer(batch)
                 metrics.new_batch(batch)
                 if batch_start:
                     batch_start(events.batch_start(trainer.view, batch, done, dl_idx))
@@ -699,9 +912,10 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
         results = _publish(trainer, write=False)
         if epoch_end:
             epoch_end(events.epoch_end(trainer.view, state.current_epoch))
-        results.update(_publish(trainer))
+        results.update(_publish(trainer, reset=False))
         if end:
             end(events.end(trainer.view))
+        metrics.reset_objects()  # the torchmetrics objects logged, after the *_end handlers, as Lightning resets them
     metrics.context = previous_context
     if was_training:
         module.train()
@@ -720,25 +934,24 @@ def _batch_only(step: Any) -> Any:
     return call
 
 
-def _publish(trainer: Trainer, write: bool = True) -> dict[str, torch.Tensor]:
+def _publish(trainer: Trainer, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
     """Reduce what was logged in this evaluation pass; the sanity check's values are dropped."""
     if trainer.state.sanity_checking:
         trainer._metrics.discard()
         return {}
-    return trainer._metrics.end_epoch(write)
+    return trainer._metrics.end_epoch(write, reset)
 
 
-def _per_loader(results: dict[str, torch.Tensor], count: int) -> list[dict[str, Any]]:
-    """Lightning's return value of validate/test: one dict per loader, shared metrics in each (a float
-    per scalar metric, a list for a tensor-valued one)."""
-    per_loader: list[dict[str, Any]] = []
-    for idx in range(count):
-        suffix = f"/dataloader_idx_{idx}"
-        per_loader.append(
-            {
-                key: float(value.item()) if value.numel() == 1 else value.tolist()
-                for key, value in results.items()
-                if "/dataloader_idx_" not in key or key.endswith(suffix)
-            }
-        )
-    return per_loader
+def _per_loader(results: dict[str, tuple[torch.Tensor, int | None]], count: int) -> list[dict[str, Any]]:
+    """Lightning's return value of validate/test: one dict per loader, as Lightning's result collection
+    decides: dict *i* holds what was logged while loader *i* ran (under whatever name), and every dict holds
+    what was logged outside the loaders' batches (``*_epoch_end``). A float per scalar metric, a list for a
+    tensor-valued one."""
+    return [
+        {
+            key: float(value.item()) if value.numel() == 1 else value.tolist()
+            for key, (value, loader) in results.items()
+            if loader is None or loader == idx
+        }
+        for idx in range(count)
+    ]

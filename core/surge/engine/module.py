@@ -6,15 +6,16 @@ import contextlib
 import inspect
 import sys
 from argparse import Namespace
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from loguru import logger
 from torch import nn
 
+from surge._logging import logger
 from surge.engine._metrics import ReduceFx
 from surge.errors import SurgeError
+from surge.plugins.backends import move_to_device
 
 if TYPE_CHECKING:
     from surge.engine.trainer import Trainer
@@ -35,30 +36,41 @@ class HParams(dict):  # type: ignore[type-arg]
         self[name] = value
 
 
-def _capture_init_args(obj: object, ignore: Sequence[str], frame_depth: int = 2) -> HParams:
+def _capture_init_args(obj: object, ignore: Sequence[str]) -> HParams:
+    """The arguments of ``obj``'s constructor chain, as Lightning collects them: every ``__init__`` frame of
+    ``obj`` on the stack (a base class's that calls ``save_hyperparameters``, the subclass's that called it
+    through ``super().__init__(...)``, ...), each read through its own signature, ``**kwargs`` merged in and
+    ``*args`` left out; an outer (subclass) frame's value wins. The values are the arguments' current ones."""
+    chain: list[dict[str, Any]] = []
     frame = inspect.currentframe()
-    for _ in range(frame_depth):
-        assert frame is not None
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__init__" and code.co_argcount and frame.f_locals.get(code.co_varnames[0]) is obj:
+            chain.append(_frame_arguments(frame))
         frame = frame.f_back
-    assert frame is not None
-    params = inspect.signature(type(obj).__init__).parameters
-    local = frame.f_locals
     found = HParams()
-    for name, param in params.items():
-        if name == "self" or name in ignore:
-            continue
-        if param.kind == param.VAR_KEYWORD:
-            found.update(local.get(name, {}))
-        elif param.kind != param.VAR_POSITIONAL and name in local:
-            found[name] = local[name]
+    for arguments in chain:  # innermost first: the subclass's values win
+        found.update((name, value) for name, value in arguments.items() if name not in ignore)
     return found
+
+
+def _frame_arguments(frame: Any) -> dict[str, Any]:
+    """The named arguments of the call running in ``frame`` (less the first, ``self``), with the items of its
+    ``**kwargs``."""
+    code, local = frame.f_code, frame.f_locals
+    count = code.co_argcount + code.co_kwonlyargcount
+    arguments = {name: local[name] for name in code.co_varnames[1:count] if name in local}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        kwargs = code.co_varnames[count + bool(code.co_flags & inspect.CO_VARARGS)]
+        arguments.update(local.get(kwargs) or {})
+    return arguments
 
 
 def _save_hyperparameters(
     obj: Module | DataModule, args: tuple[Any, ...], ignore: Sequence[str] | str | None, log: bool
 ) -> None:
-    """``save_hyperparameters`` of a Module or DataModule, as Lightning's; called from their ``__init__``, which
-    is three frames up from :func:`_capture_init_args`."""
+    """``save_hyperparameters`` of a Module or DataModule, as Lightning's; called from their ``__init__`` (or a base
+    class's)."""
     where = f"{type(obj).__name__}.save_hyperparameters"
     obj._log_hyperparams = log
     ignored = [ignore] if isinstance(ignore, str) else list(ignore or ())
@@ -75,7 +87,7 @@ def _save_hyperparameters(
             f"{where}: got {len(given)} dicts or Namespaces; pass one (its items become the hyper-parameters), or "
             "names of __init__ arguments"
         )
-    captured = _capture_init_args(obj, ignored, frame_depth=3)
+    captured = _capture_init_args(obj, ignored)
     if given:
         (container,) = given
         values = dict(vars(container) if isinstance(container, Namespace) else container)
@@ -219,7 +231,9 @@ class Module(nn.Module):
         add_dataloader_idx: bool = True,
     ) -> None:
         """Record a metric. In training it is logged per step by default, elsewhere per epoch (the mean,
-        weighted by batch size). Values stay on their device; nothing here waits for the device.
+        weighted by batch size). Values stay on their device; nothing here waits for the device. A value is one
+        number: a tensor of more than one element raises :class:`~surge.errors.LoggedValueError` (a one-element
+        tensor of any shape is its number, as in Lightning).
 
         ``value`` may be a torchmetrics ``Metric`` (updated by the step, as in Lightning): per step its
         forward result is logged, per epoch its ``compute()``, after which it is ``reset()``; ``reduce_fx``
@@ -266,9 +280,109 @@ class Module(nn.Module):
             return None
         return schedulers[0] if len(schedulers) == 1 else schedulers
 
-    def manual_backward(self, loss: torch.Tensor) -> None:
-        """``loss.backward()`` through the precision plugin and with the backward events fired."""
-        self.trainer._backward(loss)
+    def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Back-propagate ``loss`` in manual optimization, as Lightning's: through the precision plugin (which
+        scales it under ``16-mixed``) and :meth:`backward` (yours, when you override it), with
+        ``before_backward``/``after_backward`` around it; ``args`` and ``kwargs`` go on to :meth:`backward` and
+        from there to ``Tensor.backward`` (``retain_graph=True``)."""
+        trainer = self.trainer
+        if args or kwargs or "backward" in trainer._overridden:
+            trainer._backward_through_module(loss, *args, **kwargs)
+        else:
+            trainer._backward(loss)
+
+    # -- the steps the loops call, which a Module may override (Lightning's names, arguments and places) -----
+    # Which of them a Module overrides is read once per run; one not overridden costs nothing per step: the
+    # loops then run their own inlined step instead of calling it. docs/porting.md says where Surge's order of
+    # calls differs from Lightning's.
+
+    def optimizer_step(
+        self,
+        epoch: int,
+        batch_idx: int,
+        optimizer: Any,
+        optimizer_closure: Callable[[], Any] | None = None,
+    ) -> None:
+        """Step the optimizer; in automatic optimization, called on each batch that completes an accumulation
+        window (every batch without accumulation; each time split with ``truncated_bptt_steps``), with the
+        current epoch, the batch's index, the optimizer wrapped in a :class:`ManualOptimizer` (its ``step`` goes
+        through the precision plugin: under ``16-mixed`` the gradient scaler unscales, skips a non-finite step
+        and updates its scale) and ``optimizer_closure``.
+
+        The closure runs ``training_step`` and :meth:`backward` of its loss (divided by
+        ``accumulate_grad_batches``) and returns that loss, detached (``None`` when ``training_step`` returned
+        ``None``). It must run: pass it to ``optimizer.step(closure=optimizer_closure)`` (the default; the
+        optimizer calls it, then ``before_optimizer_step`` fires, :meth:`configure_gradient_clipping` clips, and
+        the weights are updated), or call ``optimizer_closure()`` yourself to compute the gradients without
+        stepping; an override that never runs it is an error, as in Lightning. The window's other batches run
+        the closure without this method. After it returns the gradients are zeroed
+        (:meth:`optimizer_zero_grad`), ``global_step`` counts one step, and step-interval schedulers step.
+        Not called in manual optimization. A learning-rate warm-up, as in Lightning::
+
+            def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure):
+                optimizer.step(closure=optimizer_closure)
+                scale = min(1.0, (self.trainer.global_step + 1) / 500)
+                for group in optimizer.param_groups:
+                    group["lr"] = scale * self.hparams.lr
+        """
+        optimizer.step(closure=optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: torch.optim.Optimizer) -> None:
+        """Reset the gradients of ``optimizer`` (the torch optimizer itself), after each optimizer step of
+        automatic optimization, between ``before_zero_grad`` and ``after_zero_grad``, with the epoch and the
+        index of the batch that stepped. Lightning zeroes them before the backward of the first batch of the
+        next window instead, so with ``accumulate_grad_batches=k`` its ``batch_idx`` is that batch's (``0, k,
+        2k, ...``) where Surge's is the stepping batch's (``k-1, 2k-1, ...``); the same with ``k=1``."""
+        optimizer.zero_grad()
+
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Compute the gradients of ``loss``: the loss of each training batch in automatic optimization (divided
+        by ``accumulate_grad_batches``), and what :meth:`manual_backward` gets in manual optimization, after the
+        precision plugin scaled it (under ``16-mixed`` ``loss`` is the scaled loss), between ``before_backward``
+        and ``after_backward``. ``args`` and ``kwargs`` are :meth:`manual_backward`'s extra arguments."""
+        loss.backward(*args, **kwargs)
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        """Step ``scheduler``, each time the loop steps a scheduler of ``configure_optimizers`` in automatic
+        optimization (after the optimizer steps of an ``"interval": "step"`` one, at the epoch's end for
+        ``"epoch"``, every ``frequency``); ``metric`` is the value of its ``monitor`` (``ReduceLROnPlateau``),
+        else ``None``. Override it for a scheduler whose ``step`` takes other arguments."""
+        if metric is None:
+            scheduler.step()
+        else:
+            scheduler.step(metric)
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip the gradients before each optimizer step of automatic optimization, after the
+        ``before_optimizer_step`` handlers (gradients are true-scale under ``16-mixed``), with the torch
+        optimizer and the Trainer's ``gradient_clip_val`` and ``gradient_clip_algorithm`` (``None`` where the
+        Trainer was not given them). Called whether or not the Trainer clips; the default calls
+        :meth:`clip_gradients` with those values."""
+        self.clip_gradients(
+            optimizer, gradient_clip_val=gradient_clip_val, gradient_clip_algorithm=gradient_clip_algorithm
+        )
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Move ``batch`` to ``device`` (the strategy's device); every batch of every stage (training, the sanity
+        check, validation, test, predict) comes through here when it is overridden, with its loader's index
+        (``0`` in training). The default moves tensors inside lists, tuples, dicts and dataclasses; override it
+        for a batch of your own class. Not overridden, the strategy moves the batch itself."""
+        return move_to_device(batch, device)
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change ``batch`` before :meth:`transfer_batch_to_device` (it is still where the loader made it):
+        return the batch to use. Every stage, with the loader's index (``0`` in training)."""
+        return batch
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change ``batch`` after :meth:`transfer_batch_to_device` (it is on the device, before
+        ``<stage>_batch_start``): return the batch to use (a GPU augmentation goes here). Every stage."""
+        return batch
 
     # -- Lightning's helpers for manual optimization, freezing and loggers ------------------------------
     def toggle_optimizer(self, optimizer: Any) -> None:
@@ -380,7 +494,10 @@ class Module(nn.Module):
     def save_hyperparameters(self, *args: Any, ignore: Sequence[str] | str | None = None, logger: bool = True) -> None:
         """Store hyper-parameters in ``self.hparams`` (call it from ``__init__``), as Lightning's: the arguments of
         ``__init__`` (all of them, or the ones named: ``save_hyperparameters("lr", "hidden")``), or the items of a
-        dict or ``argparse.Namespace`` (``save_hyperparameters(config)``), less the names in ``ignore``.
+        dict or ``argparse.Namespace`` (``save_hyperparameters(config)``), less the names in ``ignore`` (also
+        removed from what an earlier call saved). Called in a base class's ``__init__``, "the arguments" are those
+        of the whole constructor chain: every ``__init__`` of this object running, a subclass's value winning,
+        ``**kwargs`` merged in and ``*args`` left out.
         ``logger=False`` keeps them from the loggers (they are still saved in checkpoints). When the dict or
         Namespace is an argument of ``__init__``, ``load_from_checkpoint`` passes the saved values back through
         that argument (as a dict), as Lightning's; otherwise it passes those that are arguments of ``__init__``.
@@ -457,15 +574,27 @@ def _init_arguments(cls: type[Module], saved: Mapping[str, Any]) -> dict[str, An
 
 
 class ManualOptimizer:
-    """An optimizer as manual optimization hands it out (``self.optimizers()``): ``step`` goes through the
-    Trainer's precision plugin; every other attribute is the optimizer's own."""
+    """An optimizer as the Trainer hands it to the Module (Lightning's ``LightningOptimizer``): what
+    ``self.optimizers()`` returns, and the ``optimizer`` of :meth:`Module.optimizer_step`. ``step`` goes through
+    the Trainer's precision plugin; every other attribute is the optimizer's own (``.optimizer`` is the torch
+    optimizer; unlike Lightning's wrapper it is not an instance of the optimizer's class)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, trainer: Trainer) -> None:
         self.optimizer = optimizer
         self._trainer = trainer
 
-    def step(self, closure: Any = None) -> Any:
-        return self._trainer.precision_plugin.optimizer_step(self.optimizer, closure)
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update the weights through the precision plugin. In manual optimization the step events fire from the
+        optimizer's own hooks. In automatic optimization (inside ``optimizer_step``), as in Lightning:
+        ``closure`` runs first (the optimizer may call it, as ``LBFGS`` does), then ``before_optimizer_step``
+        fires and :meth:`Module.configure_gradient_clipping` clips, then the update, then
+        ``after_optimizer_step``. Returns what the optimizer's ``step`` returned."""
+        trainer = self._trainer
+        if trainer.module.automatic_optimization:
+            from surge.engine.loops import step_with_closure
+
+            return step_with_closure(trainer, self.optimizer, closure)
+        return trainer.precision_plugin.optimizer_step(self.optimizer, closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)
@@ -533,9 +662,105 @@ class DataModule:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         pass
 
+    # The batch-transfer steps, as the Module's (see there); when both define one, the DataModule's is used, as
+    # in Lightning (with a warning).
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """As :meth:`Module.transfer_batch_to_device`."""
+        return move_to_device(batch, device)
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """As :meth:`Module.on_before_batch_transfer`."""
+        return batch
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """As :meth:`Module.on_after_batch_transfer`."""
+        return batch
+
     def save_hyperparameters(self, *args: Any, ignore: Sequence[str] | str | None = None, logger: bool = True) -> None:
         """As :meth:`Module.save_hyperparameters`."""
         _save_hyperparameters(self, args, ignore, logger)
+
+
+OPTIMIZATION_STEPS = ("optimizer_step", "optimizer_zero_grad", "backward", "configure_gradient_clipping")
+"""The overridable steps of automatic optimization that make the loop take Lightning's shape (a closure handed to
+``optimizer_step``); ``lr_scheduler_step`` is called where schedulers step, whatever the shape."""
+BATCH_TRANSFER_STEPS = ("on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
+
+# What the loops pass to each step a Module may override: the parameters it is called with (positional, then
+# keyword), as Lightning calls it, and the signature to write.
+_STEP_CALLS: dict[str, tuple[int, tuple[str, ...], str]] = {
+    "optimizer_step": (4, (), "epoch, batch_idx, optimizer, optimizer_closure=None"),
+    "optimizer_zero_grad": (3, (), "epoch, batch_idx, optimizer"),
+    "backward": (1, (), "loss, *args, **kwargs"),
+    "lr_scheduler_step": (2, (), "scheduler, metric"),
+    "configure_gradient_clipping": (
+        1,
+        ("gradient_clip_val", "gradient_clip_algorithm"),
+        "optimizer, gradient_clip_val=None, gradient_clip_algorithm=None",
+    ),
+    "transfer_batch_to_device": (3, (), "batch, device, dataloader_idx"),
+    "on_before_batch_transfer": (2, (), "batch, dataloader_idx"),
+    "on_after_batch_transfer": (2, (), "batch, dataloader_idx"),
+}
+
+
+def overridden_steps(module: Module) -> frozenset[str]:
+    """The names of the Module's overridable steps it overrides (in its class or on the instance)."""
+    return frozenset(name for name in _STEP_CALLS if overrides(module, Module, name))
+
+
+def check_step_signatures(module: Module, datamodule: DataModule | None, stage: str) -> None:
+    """Refuse, before a run of ``stage``, an overridden step it calls that cannot take the arguments the loops
+    pass it (Lightning 1.x's ``optimizer_step(epoch, batch_idx, optimizer, optimizer_idx, ...)``, a misspelt
+    keyword)."""
+    names = _STEP_CALLS if stage == "fit" else BATCH_TRANSFER_STEPS
+    for owner, base in ((module, Module), (datamodule, DataModule)):
+        if owner is None:
+            continue
+        for name in names:
+            count, keywords, wanted = _STEP_CALLS[name]
+            if not hasattr(base, name) or not overrides(owner, base, name):
+                continue
+            method = getattr(owner, name)
+            try:
+                inspect.signature(method).bind(*[None] * count, **dict.fromkeys(keywords))
+            except TypeError as exc:
+                where = f"{type(owner).__name__}.{name}{_signature(method)}"
+                raise SurgeError(
+                    f"{where} cannot take the arguments the loop passes ({exc}); write it as "
+                    f"`def {name}(self, {wanted})`, as in Lightning 2"
+                ) from None
+            except ValueError:  # no signature to read (a builtin): left to the call
+                continue
+
+
+def _signature(method: Any) -> str:
+    """The parameters of ``method`` as written, without annotations: ``(batch, device)``."""
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return "(...)"
+    return "(" + ", ".join(str(p.replace(annotation=p.empty)) for p in params) + ")"
+
+
+def batch_transfer_steps(module: Module, datamodule: DataModule | None) -> dict[str, Callable[..., Any]]:
+    """The batch-transfer steps a run calls, by name: those the DataModule or the Module overrides; the
+    DataModule's when both do, as in Lightning (which warns, as here)."""
+    found: dict[str, Callable[..., Any]] = {}
+    for name in BATCH_TRANSFER_STEPS:
+        in_module = overrides(module, Module, name)
+        if datamodule is not None and overrides(datamodule, DataModule, name):
+            if in_module:
+                logger.warning(
+                    "{} and {} both define {}: the DataModule's is used (as in Lightning); remove one of them",
+                    type(module).__name__,
+                    type(datamodule).__name__,
+                    name,
+                )
+            found[name] = getattr(datamodule, name)
+        elif in_module:
+            found[name] = getattr(module, name)
+    return found
 
 
 def overrides(obj: object, base: type, name: str) -> bool:

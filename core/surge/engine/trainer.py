@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import math
 import os
@@ -13,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from loguru import logger
 
 from surge import _data
 from surge import events as ev
+from surge._logging import logger
 from surge._plain import check_hparams, plain_hparams
 from surge.config import TrainerConfig, build_config
 from surge.engine import checkpointing
@@ -25,13 +27,14 @@ from surge.engine._metrics import MetricStore, to_host
 from surge.engine._module_hooks import ModuleHooks
 from surge.engine._resume import OpenBatch, ResumePoint
 from surge.engine._storage import RunDirectory
-from surge.engine.module import DataModule, Module, overrides
+from surge.engine.module import DataModule, Module, check_step_signatures, overrides
 from surge.engine.state import Interrupted, TrainerState
 from surge.errors import CheckpointSaveError, ConfigError, SurgeError
 from surge.events.bus import Bus, Subscriber, Tier
 from surge.events.run import Run, RunView
 from surge.plugins import discover
 from surge.plugins.arguments import translate_arguments
+from surge.plugins.backends import Precision
 from surge.plugins.lab import resolve as resolve_lab
 from surge.plugins.selection import (
     activate,
@@ -140,7 +143,7 @@ class Trainer:
         requested = requests.names | named_providers(self.config, settings) | switched_plugins(self.config)
         self.catalog = discover(settings, requested=requested, lab=lab)
         apply_switches(requests, self.catalog, self.config)  # the plugins serving the arguments set, with settings
-        logger.info("{}", self.catalog.summary())  # the start-up line: what was loaded, from where, under which lab
+        logger.debug("{}", self.catalog.summary())  # what was loaded, from where, under which lab
         providers = resolve_providers(self.catalog, self.config, requests.on, requests.checkpoint_io)
         self.accelerator = providers.accelerator
         self.strategy = providers.strategy
@@ -151,6 +154,8 @@ class Trainer:
         self._plugin_subscribers: list[Subscriber] = providers.subscribers + activate(self.catalog, requests)
         self._module_claims = module_claims(self.catalog)  # Module methods plugins run (surge.Plugin(module_hooks=))
         self._plugin_settings = dict(requests.on)
+        # the start-up line: short; `surge plugins`, plugins.json and DEBUG have the whole list
+        logger.info("{}", self.catalog.headline(s.name.split(".")[0] for s in self._plugin_subscribers))
         self._trace = providers.bus_timing(settings.trace_plugins)  # untimed (None) unless traced or profiled
         self._known_names = set(self.catalog.records) | {"module"}
         self._events = declared_events(self.catalog)  # the active plugins' own events, on every bus of this Trainer
@@ -200,9 +205,14 @@ class Trainer:
         self._open_batch: OpenBatch | None = None  # a training batch begun and not finished
         self._validation_rng: dict[str, Any] | None = None  # RNG states before the validation running in fit
         self._last_fit: tuple[str, Module] | None = None  # how this Trainer's last fit ended, and its model
+        self.ckpt_path: str | None = None
+        """The checkpoint the last ``fit``/``validate``/``test``/``predict`` loaded (``ckpt_path=`` resolved:
+        ``"last"`` and ``"best"`` name the file their plugin chose), ``None`` when none (as Lightning's)."""
         self._checkpoint_requests: list[tuple[Callable[[Run], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
         self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.engine.loops)
+        self._overridden: frozenset[str] = frozenset()  # the Module's overridden steps, read once per run (loops)
+        self._batch_steps: dict[str, Callable[..., Any]] = {}  # the batch-transfer steps overridden, by name
         if self._bus.init_end:
             self._bus.init_end(ev.InitEnd(self.view))
 
@@ -636,6 +646,7 @@ class Trainer:
             try:
                 self._setup(stage, loaders)
                 url = checkpointing.resolve(self, ckpt_path, stage) if ckpt_path is not None else None
+                self.ckpt_path = url
                 if url is not None:
                     self.restore_checkpoint(url, trusted=trusted)
                     self._metrics.flush()  # values the checkpoint held reduced but unwritten: at their step
@@ -651,7 +662,13 @@ class Trainer:
                 state.status = "finished"
             except (Interrupted, KeyboardInterrupt):
                 state.status, state.interrupted = "interrupted", True
-                logger.warning("interrupted by Ctrl-C; stopping {} at a step boundary", stage)
+                logger.warning(
+                    "interrupted by Ctrl-C: {} stopped at a step boundary (epoch {}, global step {}){}",
+                    stage,
+                    state.current_epoch,
+                    state.global_step,
+                    self._how_to_resume() if stage == "fit" else "",
+                )
                 if bus.keyboard_interrupt:
                     with contextlib.suppress(Exception):  # handler errors are logged by the bus
                         bus.keyboard_interrupt(ev.KeyboardInterrupt_(self.view, stage))  # type: ignore[arg-type]
@@ -667,6 +684,13 @@ class Trainer:
                 self._teardown(stage, failure)
                 self._drop_checkpoint_requests()
         return result
+
+    def _how_to_resume(self) -> str:
+        """After Ctrl-C in fit: how to go on, in this process and in a new one."""
+        here = "; fit() again on this Trainer with the same model continues from there"
+        if self.event_order("checkpoint_path"):  # a plugin answers ckpt_path="last" (the checkpoint plugin)
+            return f"{here}, and in a new process fit(..., ckpt_path='last') resumes from the newest checkpoint"
+        return f"{here}; a new process resumes only from a checkpoint, and no active plugin writes one"
 
     def _continuation(self, model: Module) -> dict[str, Any] | None:
         """A second ``fit`` on this Trainer without ``ckpt_path``: after an interrupted or failed fit of the same
@@ -726,6 +750,11 @@ class Trainer:
         ):
             raise ConfigError(
                 [("trainer.accumulate_grad_batches", "must be 1 with manual optimization; accumulate in training_step")]
+            )
+        check_step_signatures(model, datamodule, stage)
+        if stage == "fit" and overrides(model, Module, "backward") and not _takes_backward_fn(self.precision_plugin):
+            raise SurgeError(
+                _old_precision_backward(self.precision_plugin, f"{type(model).__name__} overrides backward")
             )
         if stage != "predict":  # hyper-parameters a checkpoint or a logger cannot hold: refused before the run dir
             check_hparams({"hparams": model.hparams, "datamodule.hparams": getattr(datamodule, "hparams", {})})
@@ -908,6 +937,18 @@ class Trainer:
         if bus.after_backward:
             bus.after_backward(ev.AfterBackward(self.view, loss))
 
+    def _backward_through_module(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """:meth:`_backward` calling the Module's ``backward(loss, *args, **kwargs)`` on the loss the precision
+        plugin scaled: for a Module that overrides it, and for ``manual_backward(loss, *args, **kwargs)``."""
+        bus, module, precision = self._bus, self.module, self.precision_plugin
+        if not _takes_backward_fn(precision):
+            raise SurgeError(_old_precision_backward(precision, "the Module's backward is to be called"))
+        if bus.before_backward:
+            bus.before_backward(ev.BeforeBackward(self.view, loss))
+        precision.backward(loss, lambda scaled: module.backward(scaled, *args, **kwargs))
+        if bus.after_backward:
+            bus.after_backward(ev.AfterBackward(self.view, loss))
+
     # -- checkpoints --------------------------------------------------------------------------------
     def plugin_set(self) -> list[dict[str, Any]]:
         """The active plugins: name, distribution, version, tier, the file its module was imported from
@@ -919,7 +960,7 @@ class Trainer:
                 "distribution": s.distribution,
                 "version": s.version,
                 "tier": s.tier.name.lower(),
-                "origin": getattr(records.get(s.name.split(".")[0]), "origin", "") or None,
+                "origin": _origin(records.get(s.name.split(".")[0]), s),
                 "lab": self.catalog.lab,
             }
             for s in self._plugin_subscribers
@@ -966,6 +1007,14 @@ def _unwrap(obj: object) -> object:
     return getattr(obj, "__wrapped__", obj)
 
 
+def _origin(record: Any, subscriber: Subscriber) -> str | None:
+    """The file a subscriber's plugin module was imported from: only for a subscriber its plugin built (an object
+    passed in under a plugin's name is not that plugin's and has no origin)."""
+    if record is None or subscriber.distribution is None or subscriber.distribution != record.distribution:
+        return None
+    return getattr(record, "origin", "") or None
+
+
 def _val_data_given(passed: Any, datamodule: DataModule | None, module: Module) -> str:
     """Where ``fit``'s validation data would come from, told without building it ('' when nowhere)."""
     if passed is not None:
@@ -1005,6 +1054,32 @@ def _datamodule_in_loaders(stage: str, datamodule: DataModule | None, loaders: d
                 )
             datamodule, loaders[kind] = value, None
     return datamodule
+
+
+def _takes_backward_fn(precision: Precision) -> bool:
+    """Whether ``precision.backward`` takes the ``backward_fn`` that calls the Module's ``backward`` (a precision
+    plugin written before it existed takes the loss only)."""
+    return _backward_takes_fn(getattr(type(precision), "backward", None))
+
+
+@functools.cache
+def _backward_takes_fn(backward: Any) -> bool:
+    try:
+        inspect.signature(backward).bind(None, None, None)  # self, loss, backward_fn
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read
+        return True
+    return True
+
+
+def _old_precision_backward(precision: Precision, why: str) -> str:
+    cls = type(precision)
+    return (
+        f"{why}, but the precision plugin {cls.__module__}.{cls.__qualname__} defines backward(loss) without the "
+        "backward_fn parameter (surge.Precision.backward(loss, backward_fn=None)) through which the loss it scaled "
+        "reaches the Module's backward; update the plugin, or remove the Module's backward override"
+    )
 
 
 def _parse_optimizers(result: Any, manual: bool = False) -> tuple[list[torch.optim.Optimizer], list[LRSchedulerConfig]]:

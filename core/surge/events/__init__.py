@@ -269,10 +269,12 @@ class AfterZeroGrad(_OptimizerEvent):
 @dataclass(frozen=True, slots=True)
 class TrainBatchEnd(_BatchEnd):
     """After the training step (and the optimizer step, when this batch completes an accumulation window);
-    ``event.outputs`` is what ``training_step`` returned.
+    ``event.outputs`` is what ``training_step`` returned. The step's logged values are in ``callback_metrics``.
 
     May change: A handler may call ``trainer.request_stop(reason)``, ``trainer.save_checkpoint(path)`` (a fit
-    resumed from it continues exactly after this batch) or ``trainer.request_checkpoint(save, reason)``."""
+    resumed from it continues exactly after this batch) or ``trainer.request_checkpoint(save, reason)``. What it
+    logs with ``event.module.log(...)`` belongs to this step, as in Lightning: in ``callback_metrics`` at once,
+    and in this step's logger row."""
 
     name: ClassVar[str] = "train_batch_end"
 

@@ -24,8 +24,8 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 import pluggy
-from loguru import logger
 
+from surge._logging import logger
 from surge.errors import PluginError, PluginOrderError, SurgeError
 from surge.events import EVENTS, QUERIES, Event, Query, protocols, specs
 from surge.events.hooks import PROJECT, Filter, Ordering

@@ -20,11 +20,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from loguru import logger
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
-from surge._logging import route_stdlib
+from surge._logging import logger, route_stdlib
 from surge.errors import LabError, PluginConflictError, PluginError
 from surge.events import Event, event_problems
 from surge.events.protocols import ROLES, CheckpointIO, Compiler, Tuner, missing_members
@@ -221,6 +220,10 @@ class PluginRecord:
         return f"plugin '{self.name}' (distribution {self.distribution or '?'} {self.version or '?'})"
 
 
+_HEADLINE_NAMES = 8
+"""Active plugins named in the start-up line; more are counted."""
+
+
 class _Source:
     """Where entry points come from; ``surge.testing`` swaps it for an in-memory one."""
 
@@ -245,33 +248,54 @@ class Catalog:
     records: dict[str, PluginRecord]
     lab: str | None = None
     """The lab profile discovery ran under (its source), or ``None``."""
+    lab_note: str = ""
+    """What the start-up line adds about the lab profile (one it replaced)."""
+    provider_clashes: Mapping[str, Mapping[str, tuple[str, list[PluginRecord]]]] = field(default_factory=dict)
+    """Provider names two plugins claim (slot -> name -> (the problem and its fix, the claimants)): failed names,
+    left out of :meth:`providers`; a run that asks for one is refused with the problem."""
 
     def loaded(self) -> list[PluginRecord]:
         return [r for r in self.records.values() if r.plugin is not None]
 
+    def headline(self, active: Iterable[str]) -> str:
+        """The start-up line every Trainer logs at INFO: the lab profile, how many plugins are active (and
+        which: ``active``, the names of the run's plugins), how many are installed, and where the rest is."""
+        names = list(dict.fromkeys(active))
+        shown = ", ".join(names[:_HEADLINE_NAMES]) + (
+            f", +{len(names) - _HEADLINE_NAMES}" if len(names) > _HEADLINE_NAMES else ""
+        )
+        failed = sum(r.status == "failed" for r in self.records.values())
+        line = f"{len(names)} plugin{'s' if len(names) != 1 else ''} active ({shown or 'none'}) of {len(self.records)} installed"
+        line += f", {failed} failed to load" if failed else ""
+        lab = f"lab profile {self.lab}" if self.lab else "no lab profile"
+        return f"{line}; {lab}; `surge plugins` lists them (SURGE_LOG_LEVEL=DEBUG logs their files)"
+
     def summary(self) -> str:
-        """One line: the lab profile, and every loaded plugin with its distribution and file (the start-up line)."""
+        """One line: the lab profile, and every loaded plugin with its distribution and file (logged at DEBUG
+        when a Trainer starts; ``surge plugins`` shows the same as a table)."""
         loaded = "; ".join(
             f"{r.name} ({r.distribution or '?'} {r.version or '?'}, {r.origin or 'in memory'})" for r in self.loaded()
         )
         lab = f"the lab profile {self.lab}" if self.lab else "no lab profile"
-        return f"plugins loaded under {lab}: {loaded or 'none'}"
+        return f"plugins loaded under {lab}{self.lab_note}: {loaded or 'none'}"
 
     def providers(self, slot: str) -> dict[str, tuple[Callable[..., Any], PluginRecord]]:
-        """Provider name -> (factory, record) for one slot, with an error when two plugins claim a name."""
+        """Provider name -> (factory, record) for one slot; a name two plugins claim is left out (see
+        :meth:`clash`)."""
+        failed = self.provider_clashes.get(slot, {})
         found: dict[str, tuple[Callable[..., Any], PluginRecord]] = {}
         for record in self.loaded():
             assert record.plugin is not None
             for provider_name, factory in record.plugin.provides.get(slot, {}).items():
-                if provider_name in found:
-                    other = found[provider_name][1]
-                    raise PluginConflictError(
-                        f"two plugins provide {slot} '{provider_name}': {other.describe()} and "
-                        f"{record.describe()}. Uninstall one, or block one with SURGE_DISABLE_PLUGINS="
-                        f"{record.name}"
-                    )
-                found[provider_name] = (factory, record)
+                if provider_name not in failed:
+                    found.setdefault(provider_name, (factory, record))
         return found
+
+    def clash(self, slot: str, name: str) -> None:
+        """Raise :class:`PluginConflictError` when two plugins claim ``name`` in ``slot`` (the run asks for it)."""
+        failed = self.provider_clashes.get(slot, {}).get(name)
+        if failed is not None:
+            raise PluginConflictError(f"trainer.{slot}: {failed[0]}")
 
 
 def discover(
@@ -306,6 +330,38 @@ def discover(
     records: dict[str, PluginRecord] = {}
     fatal_problems: list[str] = []
     clashes: set[str] = set()
+    with _pinned.holding():  # a plugin's import code cannot replace the guard
+        _load_all(claims, records, settings, requested, lab, clashes, fatal_problems, fatal)
+    provider_clashes = _provider_clashes(records)
+    for names in provider_clashes.values():
+        for provider, (message, owners) in names.items():
+            pins = [
+                f"the lab profile {lab.source} pins {r.distribution}"
+                for r in owners
+                if lab and lab.pins(r.distribution)
+            ]
+            why = pins[0] if pins else "SURGE_STRICT_PLUGINS=1" if settings.strict_plugins else ""
+            if why:
+                fatal_problems.append(f"{message} (fatal because {why})")
+                clashes.add(provider)
+            elif fatal:
+                logger.warning("{}; a run that does not ask for it is not affected", message)
+    if fatal and fatal_problems:
+        raise (PluginConflictError if clashes else PluginError)("\n".join(fatal_problems))
+    note = f" (named by SURGE_LAB or --lab, over the project's own {lab.replaces})" if lab and lab.replaces else ""
+    return Catalog(records, lab.source if lab is not None else None, note, provider_clashes)
+
+
+def _load_all(
+    claims: dict[str, dict[tuple[str | None, str], tuple[metadata.EntryPoint, PluginRecord]]],
+    records: dict[str, PluginRecord],
+    settings: SurgeSettings,
+    requested: set[str],
+    lab: Lab | None,
+    clashes: set[str],
+    fatal_problems: list[str],
+    fatal: bool,
+) -> None:
     for name in sorted(claims):
         candidates = list(claims[name].values())
         reasons = [_blocked_reason(record, settings, requested, lab) for _, record in candidates]
@@ -320,6 +376,13 @@ def discover(
             clashes.add(name)
         else:
             _load(ep, record)
+            tampered = _pinned.intact()
+            if tampered is not None:  # an import that switched the guard off may already have let anything in
+                raise LabError(
+                    f"the lab profile {lab.source if lab else '?'} refuses {record.describe()}: importing its module "
+                    f"{record.module} {tampered}, which a plugin under a lab must not do. Remove the plugin from the "
+                    "lab, or fix it"
+                )
         if record.status != "failed":
             continue
         pins = [
@@ -331,9 +394,43 @@ def discover(
             fatal_problems.append(f"{record.describe()} failed to load: {record.reason} (fatal because {why})")
         elif fatal:
             logger.warning("{} failed to load and is skipped: {}", record.describe(), record.reason)
-    if fatal and fatal_problems:
-        raise (PluginConflictError if clashes else PluginError)("\n".join(fatal_problems))
-    return Catalog(records, lab.source if lab is not None else None)
+
+
+def _provider_clashes(records: Mapping[str, PluginRecord]) -> dict[str, dict[str, tuple[str, list[PluginRecord]]]]:
+    """Provider names (a precision's aliases included) two loaded plugins claim in one slot, or that a plugin claims
+    over the core's ``32-true`` precision: slot -> name -> (what is wrong and the fix, the claimants). Such a name
+    is failed: a run that asks for it is refused with this message, the others run."""
+    claims: dict[str, dict[str, list[tuple[PluginRecord | None, Any]]]] = {}
+    for record in records.values():
+        if record.plugin is None:
+            continue
+        for slot, provided in record.plugin.provides.items():
+            for provider, factory in provided.items():
+                names = [provider, *getattr(factory, "aliases", ())] if slot == "precision" else [provider]
+                for alias in dict.fromkeys(names):
+                    claimants = claims.setdefault(slot, {}).setdefault(alias, [])
+                    if all(f is not factory for _, f in claimants):
+                        claimants.append((record, factory))
+    from surge.plugins.backends import Precision
+
+    for alias in Precision.aliases:  # the core's own precision names
+        taken = claims.get("precision", {}).get(alias)
+        if taken:
+            taken.insert(0, (None, Precision))
+    clashes: dict[str, dict[str, tuple[str, list[PluginRecord]]]] = {}
+    for slot, by_name in claims.items():
+        for alias, claimants in by_name.items():
+            if len(claimants) < 2:
+                continue
+            owners = [r for r, _ in claimants if r is not None]
+            who = " and ".join(r.describe() if r is not None else "the core's 32-true precision" for r, _ in claimants)
+            blocks = " or ".join(f"SURGE_DISABLE_PLUGINS={r.name}" for r in owners)
+            message = (
+                f"{slot} '{alias}' is claimed by {who}, so a run cannot choose it. Uninstall one, or block one with "
+                f"{blocks}"
+            )
+            clashes.setdefault(slot, {})[alias] = (message, owners)
+    return clashes
 
 
 def _clash(records: list[PluginRecord]) -> str:

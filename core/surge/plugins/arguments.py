@@ -89,7 +89,8 @@ def _translators(
         if not reason:
             _pinned.guard(lab.homes() if lab is not None else (), lab.source if lab is not None else "")
             try:
-                plugin = ep.load()
+                with _pinned.holding():  # its import code cannot replace the guard (as in discovery)
+                    plugin = ep.load()
             except Exception as exc:  # discovery reports it with the other failures; here the argument is unserved
                 plugin, reason = None, f"failed to load: {type(exc).__name__}: {exc}"
             if isinstance(plugin, Plugin) and plugin.translate is not None:

@@ -23,12 +23,24 @@ __all__ = ["Accelerator", "Strategy", "Precision", "move_to_device"]
 
 
 class Accelerator:
-    """One kind of device. Subclasses set ``name`` and ``device_type`` and override what differs."""
+    """One kind of device. Subclasses set ``name`` and ``device_type`` and override what differs.
+
+    The API a provider implements (docs/plugins.md, "Accelerators"): ``is_available()`` (a class method: whether
+    this machine has the device; ``accelerator="name"`` refuses an unavailable one), ``device_count()``,
+    ``parse_devices(devices)`` (the Trainer's ``devices`` as indices, with an error saying what exists),
+    ``device(index)``, ``setup_device(device)`` (make it current, once per run, in the strategy's
+    ``setup_environment``) and ``teardown()``. It is built with no arguments; settings come through
+    ``configure(settings)`` when its plugin declares a model. Like any provider object it is a subscriber of the
+    run's bus: a ``@surge.hookimpl`` handler reads the run (``event.trainer.run_dir``, the run directory) there."""
 
     name: ClassVar[str] = ""
     device_type: ClassVar[str] = ""
-    auto_priority: ClassVar[int] = 0
-    """``accelerator="auto"`` picks the available accelerator with the highest priority."""
+    auto_priority: ClassVar[int | None] = None
+    """How ``accelerator="auto"`` ranks this accelerator among the available ones: the highest wins (surge-devices:
+    ``cpu`` 0, ``mps`` 10, ``cuda`` 20; surge-tpu: ``tpu`` 30). ``None`` (the default): never chosen by ``auto``, so
+    installing an accelerator never changes what ``auto`` means unless it says so. Only a value set in the class's own
+    body counts (a subclass of another accelerator inherits none), and two available ones at the top with one value
+    are an error naming both."""
 
     inference_mode_ok: ClassVar[bool] = True
     """Whether evaluation on this device may run under ``torch.inference_mode``; False (XLA, which has no
@@ -101,13 +113,22 @@ class Precision:
     def autocast(self, device: torch.device) -> contextlib.AbstractContextManager[Any]:
         return _NO_AUTOCAST  # reusable and stateless: no object built per step
 
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
+    def backward(self, loss: torch.Tensor, backward_fn: Callable[[torch.Tensor], None] | None = None) -> None:
+        """Compute the gradients of ``loss``. ``backward_fn``, when given, does the backward pass itself (it is
+        the Module's overridden ``backward``, or ``manual_backward``'s extra arguments): a precision that scales
+        the loss passes the scaled loss to it instead of calling ``.backward()``."""
+        if backward_fn is None:
+            loss.backward()
+        else:
+            backward_fn(loss)
 
     def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> None:
         """Make gradients true-scale before clipping (a scaler divides here)."""
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None) -> Any:
+        """Update the weights. ``closure``, when given, computes the gradients and must run before the update:
+        the base class passes it to ``optimizer.step`` (which calls it, as ``LBFGS`` does, several times); a
+        precision that cannot do that (a gradient scaler) calls it first, once."""
         return optimizer.step(closure) if closure is not None else optimizer.step()
 
     def state_dict(self) -> dict[str, Any]:
@@ -212,6 +233,17 @@ class Strategy:
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return obj
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every process's ``obj`` (picklable), in rank order; the base class has one process: ``[obj]``.
+        Checkpoints gather each rank's RNG states and data position with it."""
+        if self.world_size > 1:
+            raise SurgeError(
+                f"strategy '{self.name or type(self).__qualname__}' runs {self.world_size} processes but does not "
+                "implement all_gather_object; override Strategy.all_gather_object, or subclass "
+                "surge.ProcessGroupStrategy"
+            )
+        return [obj]
 
     @staticmethod
     def with_sampler(loader: Any, sampler: Any) -> Any:

@@ -167,7 +167,15 @@ def discover_commands(reserved: Collection[str], lab: Lab | None, *, load: bool 
                 (f"two distributions claim the command '{name}': {who}, so neither runs; uninstall one"),
             )
         else:
-            _load(ep, record)
+            with _pinned.holding():  # a command module's import code cannot replace the guard
+                _load(ep, record)
+            tampered = _pinned.intact()
+            if tampered is not None:  # as for a plugin: nothing imported after it is trusted, so it is refused
+                record.status, record.command = "blocked", None
+                record.reason = (
+                    f"importing {ep.value.split(':')[0]} {tampered}, which a command under a lab must not do"
+                )
+                _pinned.guard(lab.homes() if lab is not None else (), lab.source if lab is not None else "")
     return records
 
 

@@ -19,17 +19,18 @@ import os
 import re
 import subprocess
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from loguru import logger
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler
 
 from surge import events as ev
+from surge._logging import logger
 from surge.errors import ConfigError, SurgeError
 from surge.events.hooks import hookimpl
 from surge.plugins.backends import Accelerator, Strategy
@@ -231,6 +232,11 @@ class ProcessGroupStrategy(Strategy):
         self.timeout = timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=timeout)
         self.sync_batchnorm = self.env_flag("SYNC_BATCHNORM", False) if sync_batchnorm is None else sync_batchnorm
         self.use_distributed_sampler = True
+        self.sampler_seed: int | None = None
+        """The seed of the ``DistributedSampler`` objects this strategy makes: the global seed (``SURGE_GLOBAL_SEED``)
+        when it makes the first one, or the seed a restored checkpoint recorded (its state), so that a run resumed
+        in a process with another global seed draws the original order on every rank."""
+        self._samplers: weakref.WeakSet[DistributedSampler[Any]] = weakref.WeakSet()
         self.topology = detect()
         expected = len(self.device_indices) * num_nodes
         if self.topology.launcher == "none" and expected > 1:  # leaves with SystemExit once the job is done
@@ -348,15 +354,31 @@ class ProcessGroupStrategy(Strategy):
             )
             return loader
         shuffle = stage == "fit" and isinstance(loader.sampler, RandomSampler)
+        if self.sampler_seed is None:
+            self.sampler_seed = int(os.environ.get("SURGE_GLOBAL_SEED", 0))
         sampler: DistributedSampler[Any] = DistributedSampler(
             loader.dataset,  # type: ignore[arg-type]
             num_replicas=self.world_size,
             rank=self.global_rank,
             shuffle=shuffle,
-            seed=int(os.environ.get("SURGE_GLOBAL_SEED", 0)),
+            seed=self.sampler_seed,
             drop_last=False,
         )
+        self._samplers.add(sampler)
         return self.with_sampler(loader, sampler)
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """In every checkpoint: the seed of the samplers this strategy made (:attr:`sampler_seed`)."""
+        return {} if self.sampler_seed is None else {"sampler_seed": self.sampler_seed}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """A restored checkpoint's sampler seed, for the samplers made so far and every later one."""
+        if state.get("sampler_seed") is None:
+            return
+        self.sampler_seed = int(state["sampler_seed"])
+        for sampler in self._samplers:
+            sampler.seed = self.sampler_seed
 
     # -- collectives ------------------------------------------------------------------------------------------
     def _reduce_start(self, tensor: torch.Tensor, op: str, async_op: bool) -> tuple[torch.Tensor, Any]:
@@ -411,6 +433,13 @@ class ProcessGroupStrategy(Strategy):
         holder = [obj]
         dist.broadcast_object_list(holder, src=src, device=self.root_device)
         return holder[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        if not self.distributed:
+            return [obj]
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
 
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
         if not self.distributed:

@@ -16,14 +16,25 @@ A lab profile is a TOML file (or a ``[tool.surge.lab]`` table in ``pyproject.tom
     [trainer]                        # the lab's Trainer defaults
     precision = "bf16-mixed"
 
+    strict = true                    # also refuse runs where code ran before Surge could check (see below)
+
 Where it is found, first match wins: ``surge --lab PATH`` (which sets ``SURGE_LAB`` for its command), the
 ``SURGE_LAB`` environment variable (a path or any fsspec URL; a ``pyproject.toml`` there means its
 ``[tool.surge.lab]`` table), or a ``[tool.surge.lab]`` table in the nearest ``pyproject.toml`` above the current
 directory. The nearest ``pyproject.toml`` decides even without a table (a project is its own root): a table in a
-``pyproject.toml`` further up is then passed over, with a warning naming both files.
+``pyproject.toml`` further up is then passed over, with a warning naming both files. ``SURGE_LAB`` (or ``--lab``)
+over a project's own table is said the same way.
 
 Under a lab the modules of a pinned distribution must be its own files, and under a hash they are compiled from
-the sources the hash covered, never from byte-code caches (see :mod:`surge.plugins._pinned`).
+the sources the hash covered, never from byte-code caches (see :mod:`surge.plugins._pinned`); the ``surge``
+distribution is held to this like every plugin's.
+
+**Code that runs before Surge can act** is found and reported, not stopped: an executable line of a ``.pth`` file,
+``sitecustomize``/``usercustomize``, an entry point of a group another library loads by itself (``torch.backends``
+at ``import torch``, ``pydantic`` when a model is built) and an edited console script of a pinned distribution.
+What a pinned distribution installs is covered by its pin; anything else is a problem ``surge plugins check``
+reports, and a run refuses it under ``strict = true`` (it warns otherwise). ``surge plugins lock`` pins the
+distributions such code comes from.
 
 Precedence: ``[trainer]`` values are defaults under ``SURGE_TRAINER_*`` variables, which are under explicit
 Trainer arguments. The rules (pins, ``autoload``, ``[plugins]``) are on top of everything: a forced-off plugin
@@ -32,11 +43,13 @@ even when ``SURGE_DISABLE_PLUGINS``, ``plugins={"name": False}`` or a Trainer sw
 
 **The hash** of a distribution (``sha256``) is the SHA-256 of the UTF-8 text made of one line
 ``"<path> <sha256 of the file's bytes, hex>\\n"`` per file that ``importlib.metadata`` lists for it (its
-``RECORD``), sorted by path, where ``<path>`` is the POSIX path relative to the installation directory. Left
-out are files that legitimately differ between two installs of the same wheel: byte-code caches
-(``__pycache__/``, ``*.pyc``), files outside the installation directory (console scripts, whose first line
+``RECORD``), sorted by path, where ``<path>`` is the normalised POSIX path relative to the installation directory.
+Left out are files that legitimately differ between two installs of the same wheel: byte-code caches
+(``__pycache__/``, ``*.pyc``), paths leading out of the installation directory (console scripts, whose first line
 names the interpreter), and the ``.dist-info`` files ``RECORD``, ``RECORD.jws``, ``RECORD.p7s``,
-``INSTALLER``, ``REQUESTED`` and ``direct_url.json``. A listed file that is missing hashes as ``missing``.
+``INSTALLER``, ``REQUESTED`` and ``direct_url.json``. A listed file that is missing hashes as ``missing``; a listed
+file that is a link leading out of the installation directory cannot be hashed (the check reports it). The files
+hashed are exactly the files the import guard takes for the distribution's own.
 An editable install lists its metadata and path hooks, not its sources, so its hash proves nothing:
 ``surge plugins lock --hashes`` leaves it out.
 """
@@ -49,17 +62,17 @@ import json
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from loguru import logger
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from surge._logging import logger
 from surge.errors import ConfigError, LabError
 
 if sys.version_info >= (3, 11):
@@ -67,8 +80,21 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from surge.plugins import _startup
 from surge.plugins._first_party import FIRST_PARTY
-from surge.plugins._pinned import Home, foreign_bytecode, home_of, shadow, where
+from surge.plugins._pinned import (
+    Home,
+    _find_fresh,
+    _offender,
+    foreign_bytecode,
+    foreign_files,
+    foreign_modules,
+    home_of,
+    own_files,
+    planted_bytecode,
+    shadow,
+    where,
+)
 
 if TYPE_CHECKING:
     from surge.plugins.selection import Requests
@@ -88,7 +114,9 @@ __all__ = [
 ]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_PER_INSTALL = {"RECORD", "RECORD.jws", "RECORD.p7s", "INSTALLER", "REQUESTED", "direct_url.json"}
+STARTUP_KINDS = frozenset({"startup", "autoload", "script"})
+"""The mismatches of code that runs before Surge can act: ``surge plugins check`` reports them; a run refuses them
+only under ``strict = true`` (and warns otherwise)."""
 
 
 class DistributionPin(BaseModel):
@@ -139,6 +167,10 @@ class LabProfile(BaseModel):
     autoload: bool = True
     """``false``: a plugin whose distribution is not in ``[distributions]`` is never imported, and a run
     refuses to start while one is installed."""
+    strict: bool = False
+    """``true``: a run also refuses to start while code that runs before Surge can act (an executable ``.pth``
+    line, ``sitecustomize``, an auto-loaded entry point, an edited console script) does not come from a pinned
+    distribution; otherwise it warns. ``surge plugins check`` reports them either way."""
     distributions: dict[str, DistributionPin] = {}
     plugins: dict[str, bool] = {}
     """Plugin name -> forced on (``true``) or off (``false``)."""
@@ -179,6 +211,12 @@ class Mismatch:
         "record",
         "import",
         "bytecode",
+        "foreign",
+        "twice",
+        "refused",
+        "startup",
+        "autoload",
+        "script",
     ]
     subject: str
     detail: str
@@ -194,6 +232,8 @@ class Lab:
 
     profile: LabProfile
     source: str
+    replaces: str = ""
+    """The project's own ``[tool.surge.lab]`` table that ``SURGE_LAB`` (or ``--lab``) replaced, or empty."""
 
     @property
     def _pins(self) -> dict[str, tuple[str, DistributionPin]]:
@@ -277,13 +317,17 @@ class Lab:
                         else "install the distribution that provides it",
                     )
                 )
-        problems += self._origins(installed) + self._clashes(installed)
-        if settings is not None and not problems:
+        homes = self.homes(installed)
+        problems += (
+            self._origins(installed, homes) + self._clashes(installed) + self._twice() + self._startup(installed)
+        )
+        if settings is not None and not [p for p in problems if p.kind not in STARTUP_KINDS]:
             problems += self._imports(settings)
         return problems
 
     def homes(self, installed: dict[str, tuple[Any, dict[str, str]]] | None = None) -> list[Home]:
-        """Where each installed pinned distribution's modules must come from (what the import guard holds to)."""
+        """Where each installed pinned distribution's modules must come from (what the import guard holds to): the
+        plugins' distributions and any other pinned one, ``surge`` itself included."""
         installed = _plugin_distributions() if installed is None else installed
         homes = []
         for key, (name, pin) in sorted(self._pins.items()):
@@ -294,12 +338,14 @@ class Lab:
                 homes.append(home)
         return homes
 
-    def _origins(self, installed: dict[str, tuple[Any, dict[str, str]]]) -> list[Mismatch]:
+    def _origins(self, installed: dict[str, tuple[Any, dict[str, str]]], homes: list[Home]) -> list[Mismatch]:
         """Each pinned plugin's entry point leads to a module, every module on the way is the pinned
-        distribution's own file (not a folder of the same name earlier on sys.path), and under a hash no module
-        imported before the lab was read ran byte-code other than its source's."""
+        distribution's own file (not a folder of the same name earlier on sys.path), every module of a pinned
+        distribution imported before the lab was read (``surge`` itself) came from its own files, nothing foreign
+        sits in its package folders, and under a hash no module imported before the lab was read ran byte-code
+        other than its source's."""
         problems = []
-        for home in self.homes(installed):
+        for home in homes:
             key = canonicalize_name(home.distribution)
             plugins = {
                 n: v for n, v in installed.get(key, (None, {}))[1].items() if self.profile.plugins.get(n) is not False
@@ -309,12 +355,33 @@ class Lab:
                 detail = "lists no installed files (no RECORD), so its modules cannot be told from copies elsewhere"
                 problems.append(Mismatch("record", home.label, detail, reinstall))
                 continue
+            for module, origin in foreign_modules(home):
+                own = home.own_file(module)
+                detail = (
+                    f"{module} was imported before the lab was read, from {origin}, which is not a file of the pinned "
+                    f"distribution {home.label} ({'its own is ' + own if own else 'it installed no such module'})"
+                )
+                offender = _offender(origin, module, home)
+                fix = f"remove or rename {offender} (a copy beside the training script, on PYTHONPATH or in a zip)"
+                problems.append(Mismatch("shadowed", home.label, detail, fix + ", then start the run again"))
             for module, source, cached in foreign_bytecode(home) if home.hashed else ():
                 detail = (
                     f"{module} was imported before the lab was read, from {cached}, byte-code that is not the code of "
                     f"its hashed source {source}"
                 )
                 problems.append(Mismatch("bytecode", home.label, detail, f"delete {cached}, then start the run again"))
+            for path in foreign_files(home):
+                detail = f"{path} is in its package folder but is not one of its files, so an import of it is refused"
+                problems.append(Mismatch("foreign", home.label, detail, f"delete {path}, or {reinstall}"))
+            entry_modules = {_module(value) for value in plugins.values()}
+            for module in sorted(home.modules):  # what a process started here would import (the working directory too)
+                if any(m == module or m.startswith(module + ".") for m in entry_modules):
+                    continue  # checked with its entry point below
+                files, _ = where(module, find=_find_fresh)
+                foreign = next(((m, origin) for m, origin in files if not home.owns(origin)), None)
+                if foreign is not None:
+                    detail, fix = shadow(home, *foreign)
+                    problems.append(Mismatch("shadowed", home.label, detail, fix))
             for plugin, value in sorted(plugins.items()):
                 files, missing = where(_module(value))
                 for module, origin in files:
@@ -348,11 +415,71 @@ class Lab:
                 problems.append(Mismatch("clash", plugin, f"claimed by {who}; a run loads neither", fix))
         return problems
 
+    def _twice(self) -> list[Mismatch]:
+        """A pinned distribution whose metadata is found in two places on sys.path (another spelling of its name
+        included): the first one found is the one every lookup uses, so a copy earlier on sys.path stands in for
+        the installed distribution, its files and its entry points."""
+        problems = []
+        for _key, (name, _) in sorted(self._pins.items()):
+            places: dict[str, Any] = {}
+            for dist in metadata.distributions(name=name):
+                place = str(getattr(dist, "_path", "") or Path(str(dist.locate_file(""))).resolve())
+                places.setdefault(str(Path(place).resolve()), dist)
+            if len(places) > 1:
+                first, *others = places
+                detail = (
+                    f"its metadata is found {len(places)} times on sys.path: {first} (which every lookup uses) and "
+                    f"{', '.join(others)}"
+                )
+                fix = f"delete the one that is not the installed distribution: {' or '.join(places)}"
+                problems.append(Mismatch("twice", name, detail, fix))
+        return problems
+
+    def _startup(self, installed: dict[str, tuple[Any, dict[str, str]]]) -> list[Mismatch]:
+        """Code that runs before Surge can act and that no pinned distribution installs, and the pinned
+        distributions' console scripts that are not plain launchers (:mod:`surge.plugins._startup`)."""
+        problems = []
+        for piece in _startup.startup_code():
+            if piece.distribution is not None and self.pins(_name(piece.distribution)):
+                continue  # what a pinned distribution installs is covered by its pin (and its hash)
+            problems.append(Mismatch(piece.kind, piece.label, piece.what, piece.fix))
+        for key, (name, _) in sorted(self._pins.items()):
+            dist = installed[key][0] if key in installed else _find(name)
+            if dist is None:
+                continue
+            for path, problem in _startup.edited_scripts(dist):
+                detail = f"its console script {path} is not a plain launcher: {problem}; it runs before Surge"
+                fix = f"pip install --force-reinstall --no-deps '{_name(dist)}=={dist.version}'"
+                problems.append(Mismatch("script", f"{_name(dist)} {dist.version}", detail, fix))
+        return problems
+
+    def planted(self) -> list[Mismatch]:
+        """Byte-code caches of the hashed pinned plugin distributions and of ``surge`` that hold other code than their
+        source (which a run under the hash never reads, but an import before the lab or outside it runs):
+        ``surge plugins check`` adds them. (Each cache is compared by compiling its source: the other pinned
+        distributions, dependencies and start-up code, are left out.)"""
+        installed = _plugin_distributions()
+        problems = []
+        for home in self.homes(installed):
+            if canonicalize_name(home.distribution) not in {*installed, "surge"}:
+                continue
+            for source, cached in planted_bytecode(home) if home.hashed else ():
+                detail = (
+                    f"the byte-code cache {cached} holds other code than its hashed source {source}; a run under this "
+                    "profile never reads it, but an import before the lab is read (or without it) runs it"
+                )
+                problems.append(Mismatch("bytecode", home.label, detail, f"delete {cached}"))
+        return problems
+
     def _imports(self, settings: SurgeSettings) -> list[Mismatch]:
         from surge.plugins import discover
 
         problems = []
-        for record in discover(settings, lab=self, fatal=False).records.values():
+        try:
+            catalog = discover(settings, lab=self, fatal=False)
+        except LabError as exc:  # the guard refused a module while the plugins were imported
+            return [Mismatch("refused", "import", str(exc), "see above; then check again")]
+        for record in catalog.records.values():
             if record.status == "failed" and self.pins(record.distribution):
                 problems.append(
                     Mismatch(
@@ -385,10 +512,24 @@ class Lab:
         return "\n".join(lines)
 
     def verify(self) -> None:
-        """Raise :class:`LabError` with the diff unless the environment matches."""
+        """Raise :class:`LabError` with the diff unless the environment matches. Code that runs before Surge can act
+        (:data:`STARTUP_KINDS`) is refused under ``strict = true``, and a warning otherwise (once per process)."""
         problems = self.check()
-        if problems:
-            raise LabError(self.report(problems) + "\nnothing was run: a lab run starts only in a matching environment")
+        refused = [p for p in problems if self.profile.strict or p.kind not in STARTUP_KINDS]
+        for problem in problems:
+            if problem not in refused and (self.source, problem) not in _warned_startup:
+                _warned_startup.add((self.source, problem))
+                logger.warning(
+                    "the lab profile {} does not cover code that runs before Surge can act: {} {}: {} (fix: {}); "
+                    "strict = true in the profile refuses such a run",
+                    self.source,
+                    problem.kind,
+                    problem.subject,
+                    problem.detail,
+                    problem.fix,
+                )
+        if refused:
+            raise LabError(self.report(refused) + "\nnothing was run: a lab run starts only in a matching environment")
 
     def apply(self, requests: Requests) -> None:
         """Force the ``[plugins]`` set to ``true`` on, as if each were in ``plugins=[...]``, over the run's own
@@ -422,13 +563,13 @@ def resolve(settings: SurgeSettings, cwd: Path | None = None) -> Lab | None:
 
 
 _warned: set[str] = set()
+_warned_startup: set[tuple[str, Mismatch]] = set()
 
 
 def find(settings: SurgeSettings, cwd: Path | None = None) -> tuple[Lab | None, list[str]]:
-    """The active lab (as :func:`resolve`) and, for each ``[tool.surge.lab]`` table higher up that does not
-    apply, a sentence saying so and how to run under it."""
-    if settings.lab:
-        return load(settings.lab), []
+    """The active lab (as :func:`resolve`) and, for each ``[tool.surge.lab]`` table that does not apply (one higher
+    up than the nearest ``pyproject.toml``, or the project's own when ``SURGE_LAB`` or ``--lab`` names another
+    profile), a sentence saying so and how to run under it."""
     start = (cwd or Path.cwd()).resolve()
     nearest: Path | None = None
     lab: Lab | None = None
@@ -438,7 +579,18 @@ def find(settings: SurgeSettings, cwd: Path | None = None) -> tuple[Lab | None, 
         if not pyproject.is_file():
             continue
         if nearest is None:
-            nearest, lab = pyproject, _from_pyproject(pyproject)
+            nearest = pyproject
+            if settings.lab:
+                lab = load(settings.lab)
+                if _has_table(pyproject) and not _same_file(settings.lab, pyproject):
+                    lab = replace(lab, replaces=f"{pyproject} [tool.surge.lab]")
+                    passed_over.append(
+                        f"the lab profile {pyproject} [tool.surge.lab] (the project's own) does not apply here: "
+                        f"SURGE_LAB (or --lab) names {lab.source}, which replaces it. To run under the project's "
+                        "table, unset SURGE_LAB and leave out --lab"
+                    )
+                break  # SURGE_LAB decides: only the project's own table is worth a word
+            lab = _from_pyproject(pyproject)
         elif _has_table(pyproject):
             why = "has a [tool.surge.lab] table of its own" if lab else "has no [tool.surge.lab] table"
             passed_over.append(
@@ -446,7 +598,18 @@ def find(settings: SurgeSettings, cwd: Path | None = None) -> tuple[Lab | None, 
                 f"{nearest}, decides, and it {why}. To run under it, copy the table into {nearest}, or pass "
                 f"--lab {pyproject} (or set SURGE_LAB={pyproject})"
             )
+    if settings.lab and lab is None:
+        lab = load(settings.lab)
     return lab, passed_over
+
+
+def _same_file(location: str, pyproject: Path) -> bool:
+    """Whether ``location`` (``SURGE_LAB``) is ``pyproject`` itself, which then applies as it would anyway."""
+    path = location.removeprefix("file://")
+    try:
+        return "://" not in path and Path(path).resolve() == pyproject.resolve()
+    except OSError:
+        return False
 
 
 def _has_table(pyproject: Path) -> bool:
@@ -593,39 +756,38 @@ def _editable(dist: Any) -> bool:
         return False
 
 
-def _hashed(path: PurePosixPath) -> bool:
-    parts = path.parts
-    if not parts or parts[0] == ".." or "__pycache__" in parts or path.suffix in (".pyc", ".pyo"):
-        return False
-    return not (len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] in _PER_INSTALL)
-
-
 def distribution_hash(dist: Any) -> str:
-    """The hash of an installed distribution's files, as defined in the module docstring."""
+    """The hash of an installed distribution's files, as defined in the module docstring: the files
+    :func:`surge.plugins._pinned.own_files` gives, which are the files the import guard trusts."""
     files = getattr(dist, "files", None)
     if files is None:
         raise LabError(f"{_name(dist)} lists no installed files (no RECORD), so it cannot be hashed")
+    own, outside = own_files(dist)
+    if outside:
+        relative, target = sorted(outside.items())[0]
+        raise LabError(
+            f"{relative} is a link to {target}, outside its installation folder, so it is not one of its files and "
+            "cannot be hashed"
+        )
     lines: dict[str, str] = {}
-    for file in files:
-        relative = PurePosixPath(str(file))
-        if not _hashed(relative):
-            continue
-        path = Path(dist.locate_file(file))
+    for relative, path in own.items():
         digest = hashlib.sha256()
         try:
             with path.open("rb") as f:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     digest.update(chunk)
-            lines[str(relative)] = digest.hexdigest()
-        except FileNotFoundError:
-            lines[str(relative)] = "missing"
+            lines[relative] = digest.hexdigest()
+        except (FileNotFoundError, IsADirectoryError):
+            lines[relative] = "missing"
     text = "".join(f"{p} {lines[p]}\n" for p in sorted(lines))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def lock(hashes: bool = False) -> str:
-    """A profile pinning ``surge`` and every distribution that provides a ``surge.plugins`` entry point to
-    its installed version (``==``), with ``autoload = false``; with ``hashes``, each one's hash too.
+    """A profile pinning ``surge``, every distribution that provides a ``surge.plugins`` entry point and every one
+    whose code runs before Surge can act (:mod:`surge.plugins._startup`: a ``.pth`` file's executable line, an
+    auto-loaded entry point) to its installed version (``==``), with ``autoload = false``; with ``hashes``, each
+    one's hash too. Such code that no distribution installed gets a ``# warning:`` line.
 
     Every plugin is imported first, as a run under the profile would import it: each one that fails (or whose
     name two distributions claim) is written at the top as a ``# warning:`` line, since every run under the
@@ -634,11 +796,21 @@ def lock(hashes: bool = False) -> str:
     core = _find("surge")
     if core is not None:
         dists.setdefault("surge", core)
+    unowned = []
+    for piece in _startup.startup_code():  # the distributions whose code runs before Surge can act
+        if piece.distribution is not None:
+            dists.setdefault(_startup.canonical(piece.distribution), piece.distribution)
+        else:
+            unowned.append(
+                f"{piece.what}, and no distribution installed it: a strict lab refuses to run while it is there "
+                f"(fix: {piece.fix})"
+            )
     lines = [
         "# Lab profile written by `surge plugins lock` from the current environment.",
         "# Verify an environment with `surge plugins check --lab FILE`; set autoload = true to allow",
-        "# plugins that are not listed here.",
-        *(f"# warning: {line}" for line in _lock_warnings()),
+        "# plugins that are not listed here, strict = true to refuse runs where code not pinned here ran",
+        "# before Surge could check (a .pth file, sitecustomize, an auto-loaded entry point).",
+        *(f"# warning: {line}" for line in [*_lock_warnings(), *unowned]),
         "autoload = false",
         "",
         "[distributions]",

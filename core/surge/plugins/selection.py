@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from loguru import logger
 from pydantic import ValidationError
 
 from surge import plugins as _plugins
+from surge._logging import logger
 from surge.config import TrainerConfig, format_validation_error
 from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
 from surge.events import Event
@@ -539,20 +539,12 @@ def resolve_providers(
         accelerator = accelerator_arg
         subscribers.append(Subscriber("accelerator", accelerator, Tier.PROVIDER, api=api_names(accelerator)))
     elif accelerator_arg == "auto":
-        available = [
-            (cls.auto_priority, name)
-            for name, (cls, _) in accelerators.items()
-            if isinstance(cls, type) and issubclass(cls, Accelerator) and cls.is_available()
-        ]
-        if not available:
-            raise ProviderError(
-                _missing("accelerator", "auto", accelerators, SLOT_DISTRIBUTIONS["accelerator"], catalog)
-            )
-        _, name = max(available)
+        name = choose_auto(accelerators, catalog)
         accelerator, sub = _build("accelerator", name, accelerators, given)
         subscribers.append(sub)
     elif isinstance(accelerator_arg, str):
         if accelerator_arg not in accelerators:
+            catalog.clash("accelerator", accelerator_arg)
             raise ProviderError(
                 _missing("accelerator", accelerator_arg, accelerators, SLOT_DISTRIBUTIONS["accelerator"], catalog)
             )
@@ -597,6 +589,7 @@ def resolve_providers(
                 )
             name = "single_device"
         if name not in strategies:
+            catalog.clash("strategy", name)
             raise ProviderError(_missing("strategy", name, strategies, SLOT_DISTRIBUTIONS["strategy"], catalog))
         factory, record = strategies[name]
         strategy = factory(accelerator, indices, config.num_nodes)
@@ -626,19 +619,14 @@ def resolve_providers(
         subscribers.append(Subscriber("precision", precision, Tier.PROVIDER, api=api_names(precision)))
     else:
         key = str(precision_arg)
-        builtin = {alias: Precision for alias in Precision.aliases}
-        precisions: dict[str, Any] = {n: (cls, None) for n, cls in builtin.items()}
+        failed = catalog.provider_clashes.get("precision", {})  # names two claim: only a run asking for one fails
+        precisions: dict[str, Any] = {alias: (Precision, None) for alias in Precision.aliases if alias not in failed}
         for name, (cls, record) in catalog.providers("precision").items():
             for alias in dict.fromkeys((name, *getattr(cls, "aliases", ()))):
-                taken = precisions.get(alias)
-                if taken is not None and taken[0] is not cls:
-                    owner = taken[1].describe() if taken[1] is not None else "the core's 32-true precision"
-                    raise PluginConflictError(
-                        f"trainer.precision: {owner} and {record.describe()} both claim the precision name "
-                        f"'{alias}'; uninstall one, or block it with SURGE_DISABLE_PLUGINS"
-                    )
-                precisions[alias] = (cls, record)
+                if alias not in failed:
+                    precisions[alias] = (cls, record)
         if key not in precisions:
+            catalog.clash("precision", key)
             meant = SYNONYMS["precision"].get(key, key)
             package = SLOT_DISTRIBUTIONS["precision"] if meant in PRECISION_NAMES else ""
             raise ProviderError(_missing("precision", key, precisions, package, catalog))
@@ -662,12 +650,60 @@ def resolve_providers(
     return Providers(accelerator, strategy, precision, subscribers, profiler, tuner)
 
 
+CHECKPOINT_IO_TAKES = (
+    "checkpoint_io takes None or 'auto' (the default: surge.checkpoint.FileCheckpointIO, crash-safe files at any "
+    "fsspec URL), an object with save_checkpoint, load_checkpoint and remove_checkpoint "
+    "(surge.events.protocols.CheckpointIO, as Lightning's CheckpointIO has), or the name of an installed "
+    "checkpoint_io provider"
+)
+
+
+def choose_auto(accelerators: Mapping[str, tuple[Any, PluginRecord]], catalog: Catalog) -> str:
+    """``accelerator="auto"``: the available accelerator with the highest ``auto_priority``, among those whose class
+    body sets one (an accelerator that leaves it ``None``, or inherits it, is never chosen by ``auto``, so installing
+    a package never changes what ``auto`` means unless that package says so). Two at the top with one priority are an error naming
+    both, never a choice by name. The choice is logged with what it was chosen from."""
+    candidates = []
+    for name, (cls, record) in sorted(accelerators.items()):
+        priority = vars(cls).get("auto_priority") if isinstance(cls, type) else None  # its own body's only
+        if isinstance(cls, type) and issubclass(cls, Accelerator) and priority is not None:
+            if isinstance(priority, bool) or not isinstance(priority, int):
+                raise PluginError(
+                    f"{record.describe()}: accelerator '{name}' ({cls.__qualname__}) has auto_priority={priority!r}; it "
+                    "must be an int (higher is preferred by accelerator='auto') or None (never chosen by it)"
+                )
+            if cls.is_available():
+                candidates.append((priority, name, record))
+    if not candidates:
+        raise ProviderError(_missing("accelerator", "auto", accelerators, SLOT_DISTRIBUTIONS["accelerator"], catalog))
+    top = max(priority for priority, _, _ in candidates)
+    best = [(name, record) for priority, name, record in candidates if priority == top]
+    if len(best) > 1:
+        who = " and ".join(f"'{name}' ({record.describe()})" for name, record in best)
+        raise ProviderError(
+            f"trainer.accelerator: 'auto' cannot choose between {who}: both are available with auto_priority={top}. "
+            f"Choose one by name (accelerator='{best[0][0]}'), or uninstall or block one (SURGE_DISABLE_PLUGINS="
+            f"{best[-1][1].name}); their authors decide the order by giving them different priorities"
+        )
+    name, record = best[0]
+    considered = ", ".join(f"{n} ({p})" for p, n, _ in sorted(candidates, reverse=True))
+    logger.info(
+        "accelerator='auto' chose '{}' from {} (auto_priority {}; available: {})",
+        name,
+        record.describe(),
+        top,
+        considered,
+    )
+    return name
+
+
 def _resolve_checkpoint_io(
     catalog: Catalog, arg: Any, passed: Sequence[tuple[str, object]], given: Mapping[str, Mapping[str, Any]]
 ) -> CheckpointIO | None:
     """``checkpoint_io=`` (a provider's name or an object) or one CheckpointIO object in ``plugins=``; ``None``:
-    neither, and the strategy keeps its own (by default :class:`surge.checkpoint.FileCheckpointIO`)."""
-    chosen = [("trainer.checkpoint_io", arg)] if arg is not None else []
+    neither (``checkpoint_io=None`` or ``"auto"``), and the strategy keeps its own (by default
+    :class:`surge.checkpoint.FileCheckpointIO`)."""
+    chosen = [("trainer.checkpoint_io", arg)] if arg is not None and arg != "auto" else []
     chosen += passed
     if len(chosen) > 1:
         raise ConfigError(
@@ -685,14 +721,15 @@ def _resolve_checkpoint_io(
     if isinstance(obj, str):
         found = catalog.providers("checkpoint_io")
         if obj not in found:
-            raise ProviderError(_missing("checkpoint_io", obj, found, "", catalog))
+            catalog.clash("checkpoint_io", obj)
+            raise ProviderError(f"{_missing('checkpoint_io', obj, found, '', catalog)} {CHECKPOINT_IO_TAKES}")
         factory, record = found[obj]
         obj = factory()
         configure(obj, record, given.get(record.name))
         record.status = "active"
         what = f"{record.describe()}'s checkpoint_io '{arg}'"
     elif isinstance(obj, (bool, int, float, bytes, Mapping, list, tuple)):
-        raise ConfigError([(where, f"got {obj!r}: pass a checkpoint IO's name or object")])
+        raise ConfigError([(where, f"got {obj!r}. {CHECKPOINT_IO_TAKES}")])
     else:
         what = f"{type(obj).__module__}.{type(obj).__qualname__}"
     missing = missing_members(obj, CheckpointIO)
@@ -779,6 +816,7 @@ def _resolve_profiler(catalog: Catalog, arg: Any, subscribers: list[Subscriber])
     if isinstance(arg, str):
         profilers = catalog.providers("profiler")
         if arg not in profilers:
+            catalog.clash("profiler", arg)
             raise ProviderError(_missing("profiler", arg, profilers, SLOT_DISTRIBUTIONS["profiler"], catalog))
         profiler, sub = _build("profiler", arg, profilers, {})
         subscribers.append(sub)
@@ -932,7 +970,7 @@ def _chosen_providers(config: TrainerConfig) -> set[tuple[str, str | None]]:
         chosen.add(("precision", str(config.precision)))
     if isinstance(config.profiler, str):
         chosen.add(("profiler", config.profiler))
-    if isinstance(config.checkpoint_io, str):
+    if isinstance(config.checkpoint_io, str) and config.checkpoint_io != "auto":  # "auto": the core's default
         chosen.add(("checkpoint_io", config.checkpoint_io))
     return chosen
 

@@ -81,6 +81,19 @@ def test_last_resumes_this_experiment_not_the_newer_one_of_another(fit, logs, b_
     assert f"ckpt_path={b_ckpt!r}" in warned  # how to resume it anyway
 
 
+def test_last_says_which_run_it_continues_when_several_runs_have_checkpoints(fit, logs):
+    first = fit(model=TinyModule(lr=0.1), max_epochs=1)
+    second = fit(model=TinyModule(lr=0.1), max_epochs=1)  # the same experiment, a run of its own
+    logs.clear()
+    trainer = fit(model=TinyModule(lr=0.1), max_epochs=2, ckpt_path="last")
+    assert trainer.ckpt_path == _newest(second)
+    (line,) = [m for m in logs if "the newest, in" in m]
+    assert (
+        f"ckpt_path='last': {_newest(second)}, the newest, in {second.run_dir}/checkpoints; older checkpoints are in "
+        f"{first.run_dir}/checkpoints (pass ckpt_path=PATH to resume one of those)"
+    ) in line
+
+
 def test_a_checkpoint_of_an_older_version_is_used_with_a_warning(fit, logs):
     a_ckpt, b_ckpt = _experiments(fit, TinyModule(lr=0.01))
     old = store.load(a_ckpt)

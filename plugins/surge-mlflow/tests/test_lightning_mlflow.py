@@ -67,7 +67,13 @@ def test_a_fit_is_one_run_with_lightnings_params_metrics_and_status(
     assert client.get_experiment(logger.experiment_id).name == experiment and logger.save_dir is None
     assert run.info.status == "FINISHED" and run.info.run_name == "first"
     assert run.data.tags["team"] == "a" and run.data.tags["seen_in_step"] == "4"
-    assert run.data.params == {"optimizer/name": "sgd", "optimizer/momentum": "0.9"}  # joined by "/", as Lightning's
+    assert run.data.params == {  # nested keys joined by "/", as Lightning's; TinyModule saved its own three
+        "optimizer/name": "sgd",
+        "optimizer/momentum": "0.9",
+        "in_features": "8",
+        "hidden": "16",
+        "lr": "0.05",
+    }
     assert [step for step, _ in history(client, logger.run_id, "train_loss")] == [2, 4, 6, 8]
     assert [step for step, _ in history(client, logger.run_id, "epoch")] == [2, 4, 4, 6, 8, 8]
 

@@ -127,6 +127,8 @@ def test_params_metrics_tags_and_status_of_a_finished_fit(fit, client, experimen
         "optim.betas.b2": "0.999",
         "note": "x" * 5997 + "...",  # MLflow's limit is 6000 characters
         "lr": "0.05",
+        "in_features": "8",  # saved by TinyModule's __init__, the base class
+        "hidden": "16",
     }
     tags = run.data.tags
     assert tags["team"] == "vision" and tags["attempt"] == "3"

@@ -151,8 +151,13 @@ def test_two_plugins_claiming_one_precision_name_is_an_error_naming_both(plugin_
         surge.Plugin(name="fp8-other", kind="provider", provides={"precision": {"fp8-other": _OtherFP8}}),
         distribution="surge-fp8-other",
     )
-    with pytest.raises(surge.errors.PluginConflictError, match=r"surge-fp8-fake.*surge-fp8-other.*'fp8'"):
-        surge.Trainer(precision="16", **QUIET)
+    with pytest.raises(
+        surge.errors.PluginConflictError, match=r"precision 'fp8' is claimed by .*surge-fp8-fake.*surge-fp8-other"
+    ):
+        surge.Trainer(precision="fp8", **QUIET)
+    # the name fails alone (issue 26): a run that does not ask for it, and each plugin's own name, still work
+    assert type(surge.Trainer(precision="16", **QUIET).precision_plugin).__name__ != "_FakeFP8"
+    assert type(surge.Trainer(precision="fp8-fake", **QUIET).precision_plugin) is _FakeFP8
 
 
 # -- training in each mode ----------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ def test_hparams_tab_compares_the_versions_with_their_metrics(fit, tmp_path):
 
 class Configured(TinyModule):
     def __init__(self) -> None:
-        super().__init__()  # its own __init__ takes no arguments: save_hyperparameters() found none
+        super().__init__()  # TinyModule saved its own arguments; these join them
         self.hparams.update(
             optimizer={"name": "sgd", "momentum": 0.9}, layers=[16, 16], note=None, flag=True, scale=torch.tensor(0.5)
         )
@@ -172,6 +172,9 @@ def test_hparams_nested_and_non_scalar_values(fit, tb):
     hparams = tb.Run(trainer.run_dir).hparams()
     values = {name: getattr(v, v.WhichOneof("kind")) for name, v in hparams["session_start_info"].hparams.items()}
     assert values == {
+        "in_features": 8.0,
+        "hidden": 16.0,
+        "lr": 0.05,
         "optimizer/name": "sgd",
         "optimizer/momentum": 0.9,
         "layers": "[16, 16]",

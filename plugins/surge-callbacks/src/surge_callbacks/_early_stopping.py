@@ -8,8 +8,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import surge
-from loguru import logger
 from pydantic import Field
+from surge import logger
 from surge.events import Event
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import surge
-from loguru import logger
 from pydantic import BeforeValidator
+from surge import logger
 
 if TYPE_CHECKING:
     from surge import events as ev

@@ -18,9 +18,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import surge
-from loguru import logger
 from pydantic import AfterValidator, BeforeValidator, Field
 from surge import checkpoint as store
+from surge import logger
 from surge.checkpoint import snapshot
 
 from surge_checkpoint import _files
@@ -230,10 +230,10 @@ class ModelCheckpoint:
         # The events are this run's when the `checkpoint` plugin is active (an instance passed in plugins=[...]
         # beside enable_checkpointing=False has no plugin declaring them); rank zero commits and removes files.
         self._publishes = trainer.is_global_zero and CheckpointSaved.name in trainer.event_names
+        if event.stage != "fit":
+            return  # nothing is saved: no run directory is made for it (a test with logger=False leaves no files)
         if not self._dirpath_given:
             self.dirpath = _files.join(trainer.run_dir, "checkpoints") if trainer.run_dir else None
-        if event.stage != "fit":
-            return
         if trainer.is_global_zero and self.dirpath:
             store.sweep(self.dirpath)  # temp files of a save that a crash cut short
             if not self._dirpath_given:
@@ -308,6 +308,28 @@ class ModelCheckpoint:
         except WriteError as exc:
             logger.error("{}", exc)
         self._report_background()
+
+    @surge.hookimpl
+    def keyboard_interrupt(self, event: ev.KeyboardInterrupt_) -> None:
+        """After Ctrl-C in fit, say which checkpoint of this run a new process resumes from (the core's warning
+        says how to go on); a save still being written is not counted."""
+        trainer = event.trainer
+        if event.stage != "fit" or not trainer.is_global_zero:
+            return
+        ages = {p: _files.age(p) for p in {self.last_model_path, self.best_model_path, *self.best_k_models} if p}
+        committed = {p: a[0] for p, a in ages.items() if a is not None and a[1]}
+        if committed:
+            newest = max(committed, key=lambda p: committed[p])
+            logger.warning(
+                "{}: the newest checkpoint of this run is {}; ckpt_path='last' (or this path) resumes from it",
+                self.state_key,
+                newest,
+            )
+        else:
+            logger.warning(
+                "{}: no checkpoint of this run was saved before Ctrl-C; ckpt_path='last' finds none of it",
+                self.state_key,
+            )
 
     @surge.hookimpl
     def teardown(self, event: ev.Teardown) -> None:
@@ -464,6 +486,15 @@ class ModelCheckpoint:
                 )
             if foreign and mine is not None:
                 _warn_foreign(foreign, mine, url)
+            others = sorted({_files.parent(u) for u in order if u not in foreign} - {_files.parent(url)})
+            if others:  # which run it continues, when several have checkpoints
+                logger.info(
+                    "ckpt_path='last': {}, the newest, in {}; older checkpoints are in {} (pass ckpt_path=PATH to "
+                    "resume one of those)",
+                    url,
+                    _files.parent(url),
+                    ", ".join(others),
+                )
             return url
         if foreign and mine is not None:
             _warn_foreign(foreign, mine, None)
@@ -511,9 +542,14 @@ class ModelCheckpoint:
             return [self.dirpath] if self.dirpath else []
         if trainer is None:
             return [self.dirpath] if self.dirpath else []
-        runs = (
-            _files.parent(trainer.run_dir) if trainer.run_dir else _files.join(trainer.default_root_dir, "surge_runs")
-        )
+        # This run's directory's parent, once a fit made one; else (a fresh Trainer's validate/test/predict, which
+        # makes no run directory for it) the default place of run directories.
+        if self.dirpath:
+            runs = _files.parent(_files.parent(self.dirpath))
+        elif trainer.state.stage == "fit" and trainer.run_dir:
+            runs = _files.parent(trainer.run_dir)
+        else:
+            runs = _files.join(trainer.default_root_dir, "surge_runs")
         dirs = _files.run_checkpoint_dirs(runs)
         return dirs + ([self.dirpath] if self.dirpath and self.dirpath not in dirs else [])
 

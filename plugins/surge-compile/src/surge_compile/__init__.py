@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import surge
 import torch
-from loguru import logger
 from pydantic import AfterValidator
+from surge import logger
 from torch import nn
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from typing import Any
 import fsspec
 import surge
 import surge.events as ev
-from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field
+from surge import logger
 
 from surge_csv._file import RESERVED, MetricsFile, encode, read, write_atomic
 

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 import fsspec
 import surge
 import torch
-from loguru import logger
+from surge import logger
 from surge.checkpoint import shard_dirs
 from torch import nn
 

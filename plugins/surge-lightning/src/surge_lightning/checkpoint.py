@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Mapping
-from typing import Any
+from typing import IO, Any
 
 from surge.errors import CheckpointError
 
@@ -24,11 +24,12 @@ _LIGHTNING_ONLY = {"loops", "callbacks", "hyper_parameters", "hparams_name", "hp
 _KNOWN = {"epoch", "global_step", _VERSION_KEY, "state_dict", "optimizer_states", "lr_schedulers"} | _LIGHTNING_ONLY
 
 
-def is_lightning(data: bytes) -> bool:
-    """Whether ``data`` (a file ``torch.save`` wrote) is a Lightning checkpoint: its pickle names Lightning's
-    version key. Looked up in the archive's pickle without unpickling anything."""
+def is_lightning(data: bytes | IO[bytes]) -> bool:
+    """Whether ``data`` (a file ``torch.save`` wrote: its bytes, or the open file) is a Lightning checkpoint: its
+    pickle names Lightning's version key. Looked up in the archive's pickle alone, without unpickling anything or
+    reading the tensors."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data) as archive:
             pickles = [name for name in archive.namelist() if name.endswith("/data.pkl") or name == "data.pkl"]
             return any(_VERSION_KEY.encode() in archive.read(name) for name in pickles)
     except (zipfile.BadZipFile, OSError, KeyError):
@@ -109,8 +110,8 @@ def _position(fit_loop: Mapping[str, Any], epoch: int, step: int, notes: list[st
 class LightningFormat:
     """Lightning 2.x checkpoints as a :class:`surge.checkpoint.CheckpointFormat`."""
 
-    def recognizes(self, data: bytes) -> bool:
-        return is_lightning(data)
+    def recognizes(self, file: IO[bytes]) -> bool:
+        return is_lightning(file)
 
     def convert(self, saved: Any, url: str) -> dict[str, Any]:
         if not isinstance(saved, dict) or "state_dict" not in saved:

@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 import surge
-from loguru import logger
 from pydantic import AfterValidator, BeforeValidator, Field
-from surge import checkpoint
+from surge import checkpoint, logger
 
 from surge_mlflow import _names
 

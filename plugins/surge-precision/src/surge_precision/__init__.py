@@ -183,9 +183,12 @@ class FP16MixedPrecision(MixedPrecision):
         self.scaler = scaler
         return scaler
 
-    def backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, backward_fn: Callable[[torch.Tensor], None] | None = None) -> None:
         scaler = self.scaler or self._make_scaler(loss.device)
-        scaler.scale(loss).backward()
+        if backward_fn is None:
+            scaler.scale(loss).backward()
+        else:  # the Module's backward gets the scaled loss, as in Lightning
+            backward_fn(scaler.scale(loss))
 
     def _scaler_for(self, optimizer: torch.optim.Optimizer) -> torch.amp.GradScaler:
         """The scaler; made here only when gradients were restored from a checkpoint and no backward ran
@@ -206,11 +209,19 @@ class FP16MixedPrecision(MixedPrecision):
         self.unscale_gradients(event.optimizer)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Callable[[], Any] | None = None) -> Any:
-        if closure is not None:
-            raise surge.SurgeError(
-                "precision='16-mixed' cannot step an optimizer with a closure (torch.amp.GradScaler does not "
-                "support it); use precision='bf16-mixed' or '32-true' with this optimizer"
-            )
+        result = None
+        if closure is not None:  # as Lightning's: the scaler cannot hand the closure to the optimizer; run it first
+            if isinstance(optimizer, torch.optim.LBFGS):
+                raise surge.SurgeError(
+                    "precision='16-mixed' cannot step LBFGS, which evaluates its closure several times per step "
+                    "(torch.amp.GradScaler cannot scale those); use precision='bf16-mixed' or '32-true' with LBFGS"
+                )
+            result = closure()
+            if not any(p.grad is not None for group in optimizer.param_groups for p in group["params"]):
+                # nothing to step (the closure's training_step returned None): a GradScaler cannot step without
+                # gradients, so skip as Lightning does
+                self.last_step_skipped = True
+                return result
         scaler = self._scaler_for(optimizer)
         if optimizer not in self._hooked:
             optimizer.register_step_post_hook(self._mark_stepped)
@@ -225,6 +236,7 @@ class FP16MixedPrecision(MixedPrecision):
         self.last_step_skipped = not self._stepped
         if self.last_step_skipped:
             self.skipped_steps += 1
+        return result
 
     def _mark_stepped(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._stepped = True

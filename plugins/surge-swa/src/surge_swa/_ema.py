@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import surge
 import torch
-from loguru import logger
 from pydantic import Field
+from surge import logger
 from torch import nn
 from torch.optim.swa_utils import get_ema_multi_avg_fn
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import surge
 import torch
-from loguru import logger
 from pydantic import BeforeValidator, Field, PositiveFloat
+from surge import logger
 from torch import nn
 from torch.optim.swa_utils import SWALR, AveragedModel, update_bn
 

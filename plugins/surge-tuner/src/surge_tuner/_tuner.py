@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import surge
-from loguru import logger
 from pydantic import BaseModel, ValidationError
+from surge import logger
 
 from surge_tuner._batch_size import Outcome, ScaleBatchSizeSettings, free_memory, is_oom_error, search
 from surge_tuner._lr_find import LossRecorder, LRFinder, LRFindSettings, Sweep, schedule

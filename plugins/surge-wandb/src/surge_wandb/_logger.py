@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import surge
-from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from surge import checkpoint
+from surge import checkpoint, logger
 
 if TYPE_CHECKING:
     from surge import events as ev
