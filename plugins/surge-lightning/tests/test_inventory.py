@@ -232,6 +232,8 @@ def test_each_refused_or_mapped_member_raises_saying_why(section: str, name: str
     with pytest.raises(inventory.RefusedMember, match=re.escape(entry.message())):
         getattr(obj, name)
     assert not hasattr(obj, name)  # an AttributeError, so probes (hasattr, getattr with a default) see no such name
+    with pytest.raises(inventory.RefusedMember, match=re.escape(entry.message())):
+        setattr(obj, name, None)  # Surge would ignore the value: `self.prepare_data_per_node = False` says so
 
 
 def _refused_hooks() -> list[tuple[str, str]]:

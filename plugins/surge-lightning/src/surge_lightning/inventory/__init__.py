@@ -172,6 +172,37 @@ def refused_member(section: str, name: str) -> RefusedMember | None:
     return RefusedMember(entry) if entry is not None else None
 
 
+class _NotServed:
+    """A member of a Lightning class that Surge refuses or spells otherwise, as a data descriptor on
+    surge_lightning's class: reading or assigning it on an object raises :class:`RefusedMember` saying why and what
+    to use (an assignment too, since Surge would ignore the value); a subclass's own definition of it (a hook
+    override) shadows it, and :func:`check_overrides` refuses that. Reading it on the class gives the descriptor.
+    Every other attribute is untouched: no ``__getattr__`` on the path of a Module's parameters and submodules."""
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+
+    def __get__(self, obj: object, owner: type | None = None) -> object:
+        if obj is None:
+            return self
+        raise RefusedMember(self.entry)
+
+    def __set__(self, obj: object, value: object) -> None:
+        raise RefusedMember(self.entry)
+
+    def __delete__(self, obj: object) -> None:
+        raise RefusedMember(self.entry)
+
+
+def refuse_members(cls: type, section: str, keep: tuple[str, ...] = ()) -> None:
+    """Put a :class:`_NotServed` on ``cls`` for each member of ``section`` the inventory refuses or maps, except the
+    names ``cls`` already has (Surge's own, for something else) and ``keep`` (attributes Surge's own base class sets
+    on its objects, ``Trainer.state``)."""
+    for name, entry in load().not_served(section).items():
+        if name not in keep and not hasattr(cls, name):
+            setattr(cls, name, _NotServed(entry))
+
+
 def check_overrides(cls: type, section: str, base: type, where: str) -> None:
     """A :class:`ConfigError` naming each refused hook of ``section`` that ``cls`` (a user's LightningModule,
     LightningDataModule or Callback class) defines itself, below ``base``: Surge would never call it, so the

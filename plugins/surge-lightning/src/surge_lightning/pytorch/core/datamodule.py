@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import surge
 
 from surge_lightning import inventory
@@ -16,11 +14,8 @@ __getattr__ = refusing(__name__)  # the names Lightning has here and Surge does 
 
 class LightningDataModule(surge.DataModule):
     """Lightning's ``LightningDataModule``: a :class:`surge.DataModule`, where behaviour that only Lightning's API
-    has goes; a member Lightning's has and Surge's does not (``self.trainer``, ``from_datasets``, ...) raises an
-    ``AttributeError`` saying why and what to use."""
+    has goes; reading or assigning a member Lightning's has and Surge's does not (``from_datasets``,
+    ``self.prepare_data_per_node = False``) raises an ``AttributeError`` saying why and what to use."""
 
-    def __getattr__(self, name: str) -> Any:  # called for missing names only
-        error = inventory.refused_member("lightning.pytorch.LightningDataModule", name)
-        if error is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        raise error
+
+inventory.refuse_members(LightningDataModule, "lightning.pytorch.LightningDataModule")

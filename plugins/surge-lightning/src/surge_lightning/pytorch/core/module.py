@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import surge
+import torch
 
 from surge_lightning import inventory
 from surge_lightning._lazy import refusing
@@ -17,18 +18,26 @@ __getattr__ = refusing(__name__)  # the names Lightning has here and Surge does 
 class LightningModule(surge.Module):
     """Lightning's ``LightningModule``: a :class:`surge.Module` (every ``isinstance(x, surge.Module)`` holds),
     where behaviour that only Lightning's API has goes. docs/porting.md lists what keeps its name and what
-    differs; a member Lightning's has and Surge's does not (``self.all_gather``, ``self.dtype``, ...) raises an
-    ``AttributeError`` saying why and what to use."""
+    differs; reading or assigning a member Lightning's has and Surge's does not (``self.all_gather``,
+    ``self.strict_loading = False``) raises an ``AttributeError`` saying why and what to use."""
 
     example_input_array: Any = None
     """An example input of ``forward`` (the model summary and TensorBoard's graph read it); ``None`` until set, as
     Lightning's."""
 
-    def __getattr__(self, name: str) -> Any:  # torch's, for parameters and submodules; then the inventory's refusal
+    def __getattr__(self, name: str) -> Any:
+        # torch's, which finds parameters and submodules; a refused member's own error is lost on the way here
+        # (Python calls __getattr__ after any AttributeError), so it is raised again
         try:
-            return super().__getattr__(name)
+            return _module_getattr(self, name)
         except AttributeError:
             error = inventory.refused_member("lightning.pytorch.LightningModule", name)
             if error is None:
                 raise
             raise error from None
+
+
+_module_getattr = torch.nn.Module.__getattr__
+
+
+inventory.refuse_members(LightningModule, "lightning.pytorch.LightningModule")

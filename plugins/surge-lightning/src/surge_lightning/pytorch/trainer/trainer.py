@@ -33,8 +33,9 @@ class Trainer(surge.Trainer):
       sets it (torchmetrics and many projects' loggers read it).
     * **Lightning 1.x's argparse helpers** (Lightning 2 removed them): :meth:`add_argparse_args`,
       :meth:`from_argparse_args`, :meth:`parse_argparser`.
-    * **What Surge does not serve says so** (the inventory, docs/porting.md): a member Lightning's Trainer has and
-      this one does not (``trainer.fit_loop``, ...) raises an ``AttributeError`` saying why and what to use, and
+    * **What Surge does not serve says so** (the inventory, docs/porting.md): reading or assigning a member
+      Lightning's Trainer has and this one does not (``trainer.fit_loop``, ``trainer.limit_val_batches``) raises an
+      ``AttributeError`` saying why and what to use, and
       each run refuses, before it starts, a Module or DataModule overriding a Lightning hook Surge would never call
       (a :class:`surge.ConfigError` naming the hook, why, and what to use instead).
     """
@@ -117,11 +118,8 @@ class Trainer(surge.Trainer):
         _refuse_overrides("predict", (*args, *kwargs.values()))
         return super().predict(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:  # called for missing names only: free for every name Surge has
-        error = inventory.refused_member("lightning.pytorch.Trainer", name)
-        if error is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        raise error
+
+inventory.refuse_members(Trainer, "lightning.pytorch.Trainer", keep=("state",))  # state: Surge's own (mapped)
 
 
 def _refuse_overrides(stage: str, given: tuple[Any, ...]) -> None:
