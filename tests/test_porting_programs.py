@@ -177,7 +177,7 @@ def test_uva_transformers_warm_up_stepped_in_optimizer_step(suite: _Suite) -> No
 @pytest.mark.slow
 @_xfail(
     "issue 25 item 2: online_train_acc/loss logged by a callback in on_train_batch_end end a batch behind in "
-    "callback_metrics; item 7: the default logger is CSV, not TensorBoard"
+    "callback_metrics, and the logger gets extra rows at each epoch's end"
 )
 def test_barlow_twins_online_probe_logged_in_on_train_batch_end(suite: _Suite) -> None:
     result = suite.surge("barlow_twins")
@@ -189,7 +189,6 @@ def test_barlow_twins_online_probe_logged_in_on_train_batch_end(suite: _Suite) -
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 7: self.logger.experiment.add_image fails on the default CSV logger")
 def test_basic_gan_images_through_the_default_logger(suite: _Suite) -> None:
     result = suite.surge("basic_gan")
     lightning = suite.lightning("basic_gan")
@@ -205,7 +204,10 @@ def test_basic_gan_images_through_the_default_logger(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 10: a second fit() on the finished Trainer raises SurgeError")
+@_xfail(
+    "issue 25 item 10: the second fit() returns, but callback_metrics keep the test's values where Lightning's "
+    "are emptied"
+)
 def test_mnist_hello_world_fit_test_best_and_fit_again(suite: _Suite) -> None:
     result = suite.surge("mnist_hello_world")
     lightning = suite.lightning("mnist_hello_world")
@@ -249,8 +251,8 @@ def test_cifar10_baseline_one_cycle_csv_logger_and_swa_subclass(suite: _Suite) -
 
 @pytest.mark.slow
 @_xfail(
-    "not in issue 25: Surge refuses classes among the hyper-parameters (encoder_class=Encoder) with a ConfigError "
-    "that docs/porting.md does not mention; then item 7 (trainer.logger.experiment.add_image, _log_graph)"
+    "not in issue 25: Surge refuses classes among the hyper-parameters (encoder_class=Encoder) with a ConfigError, "
+    "where Lightning saves them"
 )
 def test_uva_autoencoder_classes_as_hyperparameters_and_images(suite: _Suite) -> None:
     result = suite.surge("uva_autoencoder")
@@ -278,9 +280,7 @@ def test_uva_autoencoder_classes_as_hyperparameters_and_images(suite: _Suite) ->
 
 
 @pytest.mark.slow
-@_xfail(
-    "issue 25 items 4-5: surge_lightning has no BasePredictionWriter and no pytorch.demos (the rewrite refuses them)"
-)
+@_xfail("issue 25 item 4: surge_lightning has no pytorch.demos.boring_classes (the rewrite refuses it)")
 def test_prediction_writer_epoch_and_batch_intervals(suite: _Suite) -> None:
     result = suite.surge("prediction_writer")
     lightning = suite.lightning("prediction_writer")
@@ -393,7 +393,6 @@ def _template_files(suffix: str) -> list[Path]:
     return sorted(p for p in TEMPLATE.rglob(f"*{suffix}") if "__pycache__" not in p.parts)
 
 
-@_xfail("issue 25 item 5: surge_lightning has no RichModelSummary and no RichProgressBar (the rewrite refuses them)")
 def test_hydra_template_port_rewrites_imports_and_targets_only() -> None:
     python, configs = _template_files(".py"), _template_files(".yaml")
     assert len(python) >= 15 and len(configs) >= 20
@@ -435,9 +434,8 @@ def test_hydra_template_own_tests_pass_under_lightning(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 @_xfail(
-    "issue 25 items 5, 6, 8 and two gaps not in it: RichModelSummary/RichProgressBar refused; then "
-    "DataModule.trainer, rank_zero_only.rank, a ListConfig of callbacks, weights_only=, non-plain hparams, "
-    "Trainer.model"
+    "issue 25 item 6 (the ListConfig of callbacks and loggers; a ListConfig hyper-parameter) and two gaps not in "
+    "it: fit/test(weights_only=False), an nn.Module and Hydra partials among the hyper-parameters"
 )
 def test_hydra_template_own_tests_pass_under_surge(tmp_path: Path) -> None:
     project = _template_copy("surge", tmp_path / "project")
@@ -502,7 +500,7 @@ def _train_template(framework: str, tmp_path: Path) -> tuple[dict[str, Any], Pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@_xfail("issue 25 items 5, 6, 8 and two gaps not in it (as the template's own tests)")
+@_xfail("issue 25 item 6 and two gaps not in it (as the template's own tests)")
 def test_hydra_template_trains_as_lightning_does(tmp_path: Path) -> None:
     pytest.importorskip("lightning", reason="Lightning is not installed (the `bench` extra)")
     ours, out = _train_template("surge", tmp_path)
