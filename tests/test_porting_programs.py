@@ -280,7 +280,7 @@ def test_uva_autoencoder_classes_as_hyperparameters_and_images(suite: _Suite) ->
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 4: surge_lightning has no pytorch.demos.boring_classes (the rewrite refuses it)")
+@_xfail("issue 25 item 4: surge-lightning refuses lightning.pytorch.demos.boring_classes.BoringModel")
 def test_prediction_writer_epoch_and_batch_intervals(suite: _Suite) -> None:
     result = suite.surge("prediction_writer")
     lightning = suite.lightning("prediction_writer")
@@ -320,7 +320,7 @@ def test_bolts_vae_kwargs_hyperparameters_and_log_dict(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 5: surge_lightning has no BaseFinetuning (the rewrite refuses it)")
+@_xfail("issue 25 item 5: surge-lightning refuses BaseFinetuning (freeze/unfreeze by hand, it says)")
 def test_finetuning_callback_unfreezes_into_a_new_param_group(suite: _Suite) -> None:
     result = suite.surge("finetuning")
     lightning = suite.lightning("finetuning")
@@ -342,7 +342,7 @@ def test_optimization_hooks_each_override_called_as_lightning_calls_it(suite: _S
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 4: surge_lightning has no pytorch.demos (the rewrite refuses it)")
+@_xfail("issue 25 item 4: surge-lightning refuses lightning.pytorch.demos.Transformer")
 def test_demo_transformer_fast_dev_run(suite: _Suite) -> None:
     result = suite.surge("demo_transformer")
     lightning = suite.lightning("demo_transformer")
