@@ -6,7 +6,8 @@ seed, and the two are compared: ``global_step``, epoch, weights bit for bit, ``c
 rows where the program has a logger, differing only where docs/porting.md says so.
 
 Where Surge does not give Lightning's result today, the test is written as it should pass and marked
-``xfail`` with the issue item it waits for and the exception it fails with (not strict for now: see :func:`_xfail`). ``test_each_program_runs_under_lightning``
+``xfail(strict=True)`` with the issue item it waits for and how it fails: when the fix lands the test passes,
+strict makes that a failure, and whoever fixed it removes the marker. ``test_each_program_runs_under_lightning``
 checks what each program does under Lightning, so that an expected failure cannot hide a program that is wrong.
 """
 
@@ -62,10 +63,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> _Suite:
 
 
 def _xfail(why: str) -> pytest.MarkDecorator:
-    """Failed when the program was added, for ``why``. Not strict for now: the fixes for several of these items
-    landed in the same change as the programs, and a passing one shows as XPASS in the run's summary; the next
-    change removes the marker of every XPASS and makes the rest strict again (the closing note of issue 25 says so)."""
-    return pytest.mark.xfail(strict=False, reason=why)
+    """Fails today, for ``why``; strict: the day it passes, the marker must go."""
+    return pytest.mark.xfail(strict=True, reason=why)
 
 
 def _csv_rows(path: str | Path) -> list[dict[str, str]]:
@@ -163,7 +162,6 @@ def test_the_programs_are_in_the_suite() -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 1: the optimizer_step override (the warm-up scheduler's step) is never called")
 def test_uva_transformers_warm_up_stepped_in_optimizer_step(suite: _Suite) -> None:
     result = suite.surge("uva_transformers")
     lightning = suite.lightning("uva_transformers")
@@ -175,10 +173,6 @@ def test_uva_transformers_warm_up_stepped_in_optimizer_step(suite: _Suite) -> No
 
 
 @pytest.mark.slow
-@_xfail(
-    "issue 25 item 2: online_train_acc/loss logged by a callback in on_train_batch_end end a batch behind in "
-    "callback_metrics, and the logger gets extra rows at each epoch's end"
-)
 def test_barlow_twins_online_probe_logged_in_on_train_batch_end(suite: _Suite) -> None:
     result = suite.surge("barlow_twins")
     lightning = suite.lightning("barlow_twins")
@@ -223,8 +217,8 @@ def test_mnist_hello_world_fit_test_best_and_fit_again(suite: _Suite) -> None:
 
 @pytest.mark.slow
 @_xfail(
-    "issue 25 item 9: save_hyperparameters() in the base class's __init__ records nothing of the subclass's "
-    "arguments (Lightning: {'lr': 0.01, 'trained_model': ...}, Surge: {'lr': 0.01})"
+    "not in issue 25: the subclass's hyper-parameters hold trained_model, an nn.Module, which Surge refuses with a "
+    "ConfigError where Lightning saves it (with a warning)"
 )
 def test_cifar10_baseline_one_cycle_csv_logger_and_swa_subclass(suite: _Suite) -> None:
     result = suite.surge("cifar10_baseline")
@@ -299,7 +293,6 @@ def test_prediction_writer_epoch_and_batch_intervals(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 3: test() with several loaders puts every loader's metrics in every dict")
 def test_multi_loaders_one_dict_per_loader(suite: _Suite) -> None:
     result = suite.surge("multi_loaders")
     lightning = suite.lightning("multi_loaders")
@@ -329,10 +322,6 @@ def test_finetuning_callback_unfreezes_into_a_new_param_group(suite: _Suite) -> 
 
 
 @pytest.mark.slow
-@_xfail(
-    "issue 25 item 1: lr_scheduler_step, optimizer_step, optimizer_zero_grad, backward, configure_gradient_clipping "
-    "and the batch-transfer hooks are not called (TypeError: the scheduler is stepped without its epoch)"
-)
 def test_optimization_hooks_each_override_called_as_lightning_calls_it(suite: _Suite) -> None:
     result = suite.surge("optimization_hooks")
     lightning = suite.lightning("optimization_hooks")
@@ -434,8 +423,8 @@ def test_hydra_template_own_tests_pass_under_lightning(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 @_xfail(
-    "issue 25 item 6 (the ListConfig of callbacks and loggers; a ListConfig hyper-parameter) and two gaps not in "
-    "it: fit/test(weights_only=False), an nn.Module and Hydra partials among the hyper-parameters"
+    "not in issue 25: fit/test(weights_only=False) is a TypeError; then (measured before) an nn.Module and Hydra "
+    "partials among the hyper-parameters are refused"
 )
 def test_hydra_template_own_tests_pass_under_surge(tmp_path: Path) -> None:
     project = _template_copy("surge", tmp_path / "project")
@@ -500,7 +489,7 @@ def _train_template(framework: str, tmp_path: Path) -> tuple[dict[str, Any], Pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@_xfail("issue 25 item 6 and two gaps not in it (as the template's own tests)")
+@_xfail("not in issue 25: weights_only=, non-plain hyper-parameters (as the template's own tests)")
 def test_hydra_template_trains_as_lightning_does(tmp_path: Path) -> None:
     pytest.importorskip("lightning", reason="Lightning is not installed (the `bench` extra)")
     ours, out = _train_template("surge", tmp_path)
