@@ -65,7 +65,13 @@ def _served(module: str, names: list[str], line: int) -> None:
             f"no Surge mapping for `{module}` (line {line}): surge-lightning has no such module"
         ) from None
     for name in names:
-        if not hasattr(found, name) and importlib.util.find_spec(f"{module}.{name}") is None:
+        try:
+            present = hasattr(found, name)
+        except ImportError as refused:  # a name surge-lightning refuses loudly, with its reason and alternative
+            raise UnmappedImport(
+                f"no Surge mapping for `from {module} import {name}` (line {line}): {refused}"
+            ) from None
+        if not present and importlib.util.find_spec(f"{module}.{name}") is None:
             raise UnmappedImport(f"no Surge mapping for `from {module} import {name}` (line {line})")
 
 
@@ -155,13 +161,13 @@ def _checkpoints(directory: str) -> list[str]:
 
 
 UNMAPPED_TODAY = {
-    "demo_transformer": "surge_lightning.pytorch.demos",
-    "finetuning": "surge_lightning.pytorch.callbacks.BaseFinetuning",
-    "prediction_writer": "surge_lightning.pytorch.callbacks.BasePredictionWriter",
+    "demo_transformer": "lightning.pytorch.demos.Transformer, refused by surge-lightning",
+    "finetuning": "lightning.pytorch.callbacks.BaseFinetuning, refused by surge-lightning",
+    "prediction_writer": "lightning.pytorch.demos.boring_classes.BoringModel, refused by surge-lightning",
 }
-"""Programs of the suite (tests/test_porting_programs.py) that import a Lightning name or module surge-lightning
-does not have yet, so that the rewrite refuses them (issue 25, items 4 and 5): whoever adds it takes the program
-out of here."""
+"""Programs of the suite (tests/test_porting_programs.py) that import a Lightning name surge-lightning refuses (its
+inventory says why and what to write instead), so that the rewrite refuses them (issue 25, items 4 and 5): whoever
+serves the name takes the program out of here."""
 
 
 @pytest.mark.parametrize(
@@ -170,7 +176,7 @@ out of here."""
         pytest.param(
             name,
             marks=pytest.mark.xfail(
-                strict=True, raises=UnmappedImport, reason=f"issue 25 items 4-5: no {UNMAPPED_TODAY[name]}"
+                strict=True, raises=UnmappedImport, reason=f"issue 25 items 4-5: {UNMAPPED_TODAY[name]}"
             ),
         )
         if name in UNMAPPED_TODAY

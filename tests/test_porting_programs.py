@@ -6,7 +6,8 @@ seed, and the two are compared: ``global_step``, epoch, weights bit for bit, ``c
 rows where the program has a logger, differing only where docs/porting.md says so.
 
 Where Surge does not give Lightning's result today, the test is written as it should pass and marked
-``xfail`` with the issue item it waits for and the exception it fails with (not strict for now: see :func:`_xfail`). ``test_each_program_runs_under_lightning``
+``xfail(strict=True)`` with the issue item it waits for and how it fails: when the fix lands the test passes,
+strict makes that a failure, and whoever fixed it removes the marker. ``test_each_program_runs_under_lightning``
 checks what each program does under Lightning, so that an expected failure cannot hide a program that is wrong.
 """
 
@@ -62,10 +63,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> _Suite:
 
 
 def _xfail(why: str) -> pytest.MarkDecorator:
-    """Failed when the program was added, for ``why``. Not strict for now: the fixes for several of these items
-    landed in the same change as the programs, and a passing one shows as XPASS in the run's summary; the next
-    change removes the marker of every XPASS and makes the rest strict again (the closing note of issue 25 says so)."""
-    return pytest.mark.xfail(strict=False, reason=why)
+    """Fails today, for ``why``; strict: the day it passes, the marker must go."""
+    return pytest.mark.xfail(strict=True, reason=why)
 
 
 def _csv_rows(path: str | Path) -> list[dict[str, str]]:
@@ -163,7 +162,6 @@ def test_the_programs_are_in_the_suite() -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 1: the optimizer_step override (the warm-up scheduler's step) is never called")
 def test_uva_transformers_warm_up_stepped_in_optimizer_step(suite: _Suite) -> None:
     result = suite.surge("uva_transformers")
     lightning = suite.lightning("uva_transformers")
@@ -175,10 +173,6 @@ def test_uva_transformers_warm_up_stepped_in_optimizer_step(suite: _Suite) -> No
 
 
 @pytest.mark.slow
-@_xfail(
-    "issue 25 item 2: online_train_acc/loss logged by a callback in on_train_batch_end end a batch behind in "
-    "callback_metrics; item 7: the default logger is CSV, not TensorBoard"
-)
 def test_barlow_twins_online_probe_logged_in_on_train_batch_end(suite: _Suite) -> None:
     result = suite.surge("barlow_twins")
     lightning = suite.lightning("barlow_twins")
@@ -189,7 +183,6 @@ def test_barlow_twins_online_probe_logged_in_on_train_batch_end(suite: _Suite) -
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 7: self.logger.experiment.add_image fails on the default CSV logger")
 def test_basic_gan_images_through_the_default_logger(suite: _Suite) -> None:
     result = suite.surge("basic_gan")
     lightning = suite.lightning("basic_gan")
@@ -205,7 +198,10 @@ def test_basic_gan_images_through_the_default_logger(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 10: a second fit() on the finished Trainer raises SurgeError")
+@_xfail(
+    "issue 25 item 10: the second fit() returns, but callback_metrics keep the test's values where Lightning's "
+    "are emptied"
+)
 def test_mnist_hello_world_fit_test_best_and_fit_again(suite: _Suite) -> None:
     result = suite.surge("mnist_hello_world")
     lightning = suite.lightning("mnist_hello_world")
@@ -221,8 +217,8 @@ def test_mnist_hello_world_fit_test_best_and_fit_again(suite: _Suite) -> None:
 
 @pytest.mark.slow
 @_xfail(
-    "issue 25 item 9: save_hyperparameters() in the base class's __init__ records nothing of the subclass's "
-    "arguments (Lightning: {'lr': 0.01, 'trained_model': ...}, Surge: {'lr': 0.01})"
+    "not in issue 25: the subclass's hyper-parameters hold trained_model, an nn.Module, which Surge refuses with a "
+    "ConfigError where Lightning saves it (with a warning)"
 )
 def test_cifar10_baseline_one_cycle_csv_logger_and_swa_subclass(suite: _Suite) -> None:
     result = suite.surge("cifar10_baseline")
@@ -249,8 +245,8 @@ def test_cifar10_baseline_one_cycle_csv_logger_and_swa_subclass(suite: _Suite) -
 
 @pytest.mark.slow
 @_xfail(
-    "not in issue 25: Surge refuses classes among the hyper-parameters (encoder_class=Encoder) with a ConfigError "
-    "that docs/porting.md does not mention; then item 7 (trainer.logger.experiment.add_image, _log_graph)"
+    "not in issue 25: Surge refuses classes among the hyper-parameters (encoder_class=Encoder) with a ConfigError, "
+    "where Lightning saves them"
 )
 def test_uva_autoencoder_classes_as_hyperparameters_and_images(suite: _Suite) -> None:
     result = suite.surge("uva_autoencoder")
@@ -278,9 +274,7 @@ def test_uva_autoencoder_classes_as_hyperparameters_and_images(suite: _Suite) ->
 
 
 @pytest.mark.slow
-@_xfail(
-    "issue 25 items 4-5: surge_lightning has no BasePredictionWriter and no pytorch.demos (the rewrite refuses them)"
-)
+@_xfail("issue 25 item 4: surge-lightning refuses lightning.pytorch.demos.boring_classes.BoringModel")
 def test_prediction_writer_epoch_and_batch_intervals(suite: _Suite) -> None:
     result = suite.surge("prediction_writer")
     lightning = suite.lightning("prediction_writer")
@@ -299,7 +293,6 @@ def test_prediction_writer_epoch_and_batch_intervals(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 3: test() with several loaders puts every loader's metrics in every dict")
 def test_multi_loaders_one_dict_per_loader(suite: _Suite) -> None:
     result = suite.surge("multi_loaders")
     lightning = suite.lightning("multi_loaders")
@@ -320,7 +313,7 @@ def test_bolts_vae_kwargs_hyperparameters_and_log_dict(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 5: surge_lightning has no BaseFinetuning (the rewrite refuses it)")
+@_xfail("issue 25 item 5: surge-lightning refuses BaseFinetuning (freeze/unfreeze by hand, it says)")
 def test_finetuning_callback_unfreezes_into_a_new_param_group(suite: _Suite) -> None:
     result = suite.surge("finetuning")
     lightning = suite.lightning("finetuning")
@@ -329,10 +322,6 @@ def test_finetuning_callback_unfreezes_into_a_new_param_group(suite: _Suite) -> 
 
 
 @pytest.mark.slow
-@_xfail(
-    "issue 25 item 1: lr_scheduler_step, optimizer_step, optimizer_zero_grad, backward, configure_gradient_clipping "
-    "and the batch-transfer hooks are not called (TypeError: the scheduler is stepped without its epoch)"
-)
 def test_optimization_hooks_each_override_called_as_lightning_calls_it(suite: _Suite) -> None:
     result = suite.surge("optimization_hooks")
     lightning = suite.lightning("optimization_hooks")
@@ -342,7 +331,7 @@ def test_optimization_hooks_each_override_called_as_lightning_calls_it(suite: _S
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 4: surge_lightning has no pytorch.demos (the rewrite refuses it)")
+@_xfail("issue 25 item 4: surge-lightning refuses lightning.pytorch.demos.Transformer")
 def test_demo_transformer_fast_dev_run(suite: _Suite) -> None:
     result = suite.surge("demo_transformer")
     lightning = suite.lightning("demo_transformer")
@@ -393,7 +382,6 @@ def _template_files(suffix: str) -> list[Path]:
     return sorted(p for p in TEMPLATE.rglob(f"*{suffix}") if "__pycache__" not in p.parts)
 
 
-@_xfail("issue 25 item 5: surge_lightning has no RichModelSummary and no RichProgressBar (the rewrite refuses them)")
 def test_hydra_template_port_rewrites_imports_and_targets_only() -> None:
     python, configs = _template_files(".py"), _template_files(".yaml")
     assert len(python) >= 15 and len(configs) >= 20
@@ -435,9 +423,8 @@ def test_hydra_template_own_tests_pass_under_lightning(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 @_xfail(
-    "issue 25 items 5, 6, 8 and two gaps not in it: RichModelSummary/RichProgressBar refused; then "
-    "DataModule.trainer, rank_zero_only.rank, a ListConfig of callbacks, weights_only=, non-plain hparams, "
-    "Trainer.model"
+    "not in issue 25: fit/test(weights_only=False) is a TypeError; then (measured before) an nn.Module and Hydra "
+    "partials among the hyper-parameters are refused"
 )
 def test_hydra_template_own_tests_pass_under_surge(tmp_path: Path) -> None:
     project = _template_copy("surge", tmp_path / "project")
@@ -502,7 +489,7 @@ def _train_template(framework: str, tmp_path: Path) -> tuple[dict[str, Any], Pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@_xfail("issue 25 items 5, 6, 8 and two gaps not in it (as the template's own tests)")
+@_xfail("not in issue 25: weights_only=, non-plain hyper-parameters (as the template's own tests)")
 def test_hydra_template_trains_as_lightning_does(tmp_path: Path) -> None:
     pytest.importorskip("lightning", reason="Lightning is not installed (the `bench` extra)")
     ours, out = _train_template("surge", tmp_path)
