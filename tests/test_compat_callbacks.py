@@ -1,4 +1,4 @@
-"""Lightning callbacks and Lightning 1.x code under Surge: ``surge.compat.Callback`` (and duck-typed objects with
+"""Lightning callbacks and Lightning 1.x code under Surge: ``surge_lightning.pytorch.callbacks.Callback`` (and duck-typed objects with
 Lightning's hooks) called as Lightning calls them, compared hook by hook with Lightning itself when it is
 installed; their state in checkpoints; objects that would handle nothing refused; the Trainer's callback
 accessors; the seed's (Lightning 1.x) Trainer arguments; and the removed ``*_epoch_end(outputs)`` hooks."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import surge
-import surge.compat
+import surge_lightning.pytorch
 import torch
 from loguru import logger
 from surge.config import TrainerConfig
@@ -128,11 +128,13 @@ def test_callback_hooks_are_called_as_lightning_calls_them(tmp_path: Path) -> No
     theirs_hooks = {n for n in vars(lightning.Callback) if n.startswith("on_") or n in ("setup", "teardown")}
     assert theirs_hooks == set(HOOKS)
     for name in HOOKS:  # the same parameters, kinds and defaults
-        mine, lightnings = (inspect.signature(getattr(c, name)) for c in (surge.compat.Callback, lightning.Callback))
+        mine, lightnings = (
+            inspect.signature(getattr(c, name)) for c in (surge_lightning.pytorch.Callback, lightning.Callback)
+        )
         assert [(p.name, p.kind, p.default) for p in mine.parameters.values()] == [
             (p.name, p.kind, p.default) for p in lightnings.parameters.values()
         ], name
-    ours, theirs = _run(surge.compat, tmp_path / "surge"), _run(lightning, tmp_path / "lightning")
+    ours, theirs = _run(surge_lightning.pytorch, tmp_path / "surge"), _run(lightning, tmp_path / "lightning")
     assert {call[0] for call in ours} >= set(HOOKS) - {
         "on_exception", "on_save_checkpoint", "on_load_checkpoint"
     }  # fmt: skip
@@ -164,7 +166,7 @@ class Failing(TinyModule):
 
 
 def test_exception_and_ctrl_c_reach_on_exception(tmp_path: Path) -> None:
-    recorder = _recorder(surge.compat.Callback)
+    recorder = _recorder(surge_lightning.pytorch.Callback)
     trainer = surge.Trainer(max_epochs=1, callbacks=[recorder], default_root_dir=str(tmp_path), **QUIET)
     with pytest.raises(ValueError, match="boom"):
         trainer.fit(Failing(), datamodule=TinyDataModule())
@@ -173,18 +175,18 @@ def test_exception_and_ctrl_c_reach_on_exception(tmp_path: Path) -> None:
         ("on_train_batch_start", ("list", 2), 1), ("on_exception", "ValueError"), ("teardown", ("stage", "fit"))
     ]  # fmt: skip
 
-    class CtrlC(surge.compat.Callback):
+    class CtrlC(surge_lightning.pytorch.Callback):
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
             trainer.state.interrupted = True  # what the first Ctrl-C does
 
-    recorder = _recorder(surge.compat.Callback)
+    recorder = _recorder(surge_lightning.pytorch.Callback)
     trainer = surge.Trainer(max_epochs=1, callbacks=[CtrlC(), recorder], default_root_dir=str(tmp_path), **QUIET)
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
     assert ("on_exception", "KeyboardInterrupt") in recorder.calls and trainer.interrupted
 
 
 def test_callback_state_round_trips_through_a_checkpoint(tmp_path: Path) -> None:
-    class Counter(surge.compat.Callback):
+    class Counter(surge_lightning.pytorch.Callback):
         """A stateful callback, as Lightning's documentation writes one."""
 
         def __init__(self) -> None:
@@ -229,8 +231,8 @@ def test_callback_state_round_trips_through_a_checkpoint(tmp_path: Path) -> None
         surge.SurgeError, match=r"plugin 'Two' \(.*<locals>.Two\) and plugin 'Two-2' .* share the state key '.*Two'"
     ):
         surge.Trainer(callbacks=[Two(), Two()], default_root_dir=str(tmp_path / "c"), **QUIET)
-    stateless = _recorder(surge.compat.Callback)  # overrides no state_dict: nothing in the checkpoint
-    trainer = surge.Trainer(max_epochs=1, callbacks=[stateless, _recorder(surge.compat.Callback)], **QUIET)
+    stateless = _recorder(surge_lightning.pytorch.Callback)  # overrides no state_dict: nothing in the checkpoint
+    trainer = surge.Trainer(max_epochs=1, callbacks=[stateless, _recorder(surge_lightning.pytorch.Callback)], **QUIET)
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
     assert "Recorder" not in trainer.dump_checkpoint()["plugins"]
 
@@ -262,7 +264,7 @@ def test_duck_typed_callbacks_and_lightning_1x_signatures_run(tmp_path: Path) ->
 def test_a_plugin_distribution_written_as_a_lightning_callback(plugin_env: Any, tmp_path: Path) -> None:
     seen: list[int] = []
 
-    class EpochLogger(surge.compat.Callback):
+    class EpochLogger(surge_lightning.pytorch.Callback):
         def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
             seen.append(trainer.current_epoch)
 
@@ -287,29 +289,31 @@ class Helper:
 def test_objects_that_would_handle_nothing_are_refused(tmp_path: Path) -> None:
     message = _refusal(tmp_path, callbacks=[Helper()])
     assert f"trainer.callbacks[0]: {__name__}.Helper handles nothing" in message
-    assert "subclasses surge.compat.Callback" in message and "@surge.hookimpl" in message
+    assert "subclasses surge_lightning.pytorch.callbacks.Callback" in message and "@surge.hookimpl" in message
     assert f"trainer.plugins[1]: {__name__}.Helper handles nothing" in _refusal(
         tmp_path, plugins=["early_stopping", Helper()]
     )
-    assert "handles nothing" in _refusal(tmp_path, callbacks=[type("Nothing", (surge.compat.Callback,), {})()])
+    assert "handles nothing" in _refusal(
+        tmp_path, callbacks=[type("Nothing", (surge_lightning.pytorch.Callback,), {})()]
+    )
     assert "is a Module, not a callback: pass it to trainer.fit(model)" in _refusal(tmp_path, callbacks=[TinyModule()])
     assert "choose it with Trainer(precision=...)" in _refusal(tmp_path, plugins=[surge.Precision()])
 
-    class Old(surge.compat.Callback):
+    class Old(surge_lightning.pytorch.Callback):
         def on_epoch_end(self, trainer: Any, pl_module: Any) -> None: ...
 
     message = _refusal(tmp_path, callbacks=[Old()])
     assert "Old.on_epoch_end is a Lightning 1.x callback hook that Lightning 2 removed" in message
     assert "use on_train_epoch_end" in message
 
-    class OldOutputs(surge.compat.Callback):
+    class OldOutputs(surge_lightning.pytorch.Callback):
         def on_train_epoch_end(self, trainer: Any, pl_module: Any, outputs: Any) -> None: ...
 
     message = _refusal(tmp_path, callbacks=[OldOutputs()])
     assert "OldOutputs.on_train_epoch_end(trainer, pl_module, outputs) does not take Lightning's arguments" in message
     assert "(trainer, pl_module)" in message and "collect them in on_train_batch_end" in message
 
-    class Mixed(surge.compat.Callback):
+    class Mixed(surge_lightning.pytorch.Callback):
         @surge.hookimpl
         def train_batch_end(self) -> None: ...
 
@@ -320,7 +324,7 @@ def test_trainer_callback_accessors(tmp_path: Path) -> None:
     from surge_callbacks import EarlyStopping
     from surge_checkpoint import ModelCheckpoint
 
-    recorder = _recorder(surge.compat.Callback)
+    recorder = _recorder(surge_lightning.pytorch.Callback)
     quiet = {k: v for k, v in QUIET.items() if k != "enable_checkpointing"}
     trainer = surge.Trainer(callbacks=[recorder], default_root_dir=str(tmp_path), **quiet)
     assert recorder in trainer.callbacks
@@ -362,9 +366,14 @@ SEED_DEFAULTS: dict[str, Any] = {
 them all."""
 
 
+def _from_surge(record: Any) -> bool:
+    """Records of Surge and of its plugin distributions (surge-lightning logs the 1.x warnings)."""
+    return str(record["name"]).startswith("surge")
+
+
 def _warnings(action: Callable[[], Any]) -> tuple[Any, list[str]]:
     lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", filter="surge", format="{message}")
+    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", filter=_from_surge, format="{message}")
     try:
         return action(), lines
     finally:
@@ -440,9 +449,9 @@ def test_lightning_1x_argument_is_mapped_with_one_warning(
 
 @pytest.mark.parametrize(("legacy", "modern"), DEVICES, ids=lambda v: repr(v))
 def test_lightning_1x_device_arguments(legacy: dict[str, Any], modern: dict[str, Any]) -> None:
-    from surge.engine._lightning_v1 import translate
+    from surge_lightning._v1 import translate
 
-    options, _ = translate(legacy)
+    options = translate(legacy)
     assert options == modern
 
 

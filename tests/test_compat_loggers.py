@@ -1,4 +1,4 @@
-"""Lightning's ``Logger`` under Surge (``surge.compat.loggers``): a logger object passed in ``Trainer(logger=...)``
+"""Lightning's ``Logger`` under Surge (``surge_lightning.pytorch.loggers``): a logger object passed in ``Trainer(logger=...)``
 is called as Lightning's Trainer calls it, several of one class are each called, a plugin's measurement reaches it
 as Lightning's callbacks write theirs, its errors name it, and the names not ported are refused with the way out.
 The call sequences themselves are compared with Lightning's in ``tests/test_porting.py`` (``custom_logger.py``)."""
@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 import pytest
 import surge
-import surge.compat
+import surge_lightning.pytorch.loggers
 import torch
 import yaml
-from surge.compat import rank_zero_only
-from surge.compat.loggers import Logger, next_version, rank_zero_experiment, save_hparams_to_yaml
 from surge.testing import TinyDataModule, TinyModule
+from surge_lightning.file_loggers import next_version
+from surge_lightning.pytorch.core.saving import save_hparams_to_yaml
+from surge_lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
+from surge_lightning.pytorch.utilities import rank_zero_only
 
 QUIET = {"enable_checkpointing": False, "enable_progress_bar": False, "enable_model_summary": False}
 
@@ -141,18 +143,24 @@ def test_a_logger_must_implement_lightnings_abstract_methods() -> None:
 
 
 def test_names_not_ported_or_not_installed_are_refused_with_the_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(AttributeError, match="ported are Logger, TensorBoardLogger, CSVLogger, MLFlowLogger, Wandb"):
-        surge.compat.loggers.CometLogger  # noqa: B018
-    assert surge.compat.TensorBoardLogger is surge.compat.loggers.TensorBoardLogger
-    assert surge.compat.Logger is Logger
-    from surge.compat import WandbLogger
+    loggers = surge_lightning.pytorch.loggers
+    served = "CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger"
+    with pytest.raises(AttributeError, match=f"no attribute 'CometLogger'; the names Surge serves here: {served}"):
+        loggers.CometLogger  # noqa: B018
+    assert loggers.TensorBoardLogger is loggers.tensorboard.TensorBoardLogger
+    assert loggers.Logger is Logger
+    from surge_lightning.pytorch.loggers import WandbLogger
 
-    assert WandbLogger is surge.compat.loggers.WandbLogger and WandbLogger.__module__ == "surge_wandb.lightning"
+    assert WandbLogger is loggers.wandb.WandbLogger and WandbLogger.__module__ == "surge_wandb.lightning"
     for name in [name for name in sys.modules if name.split(".")[0] == "surge_wandb"]:
         monkeypatch.delitem(sys.modules, name)
+    for module in (loggers, loggers.wandb):  # read once, kept: forget it, as in a process without surge-wandb
+        monkeypatch.delattr(module, "WandbLogger")
     monkeypatch.setattr(sys, "meta_path", [NotInstalled("surge_wandb"), *sys.meta_path])
-    with pytest.raises(ImportError, match=r"WandbLogger comes from the plugin distribution surge-wandb, which is not"):
-        from surge.compat.loggers import WandbLogger
+    with pytest.raises(
+        ImportError, match=r"WandbLogger is surge-wandb's, which is not installed: `pip install surge-w"
+    ):
+        from surge_lightning.pytorch.loggers import WandbLogger
 
 
 class Color(enum.Enum):

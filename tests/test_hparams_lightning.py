@@ -1,5 +1,5 @@
 """``save_hyperparameters`` with a dict or an ``argparse.Namespace``, ``ignore=`` and ``logger=``, side by side
-with Lightning's: the same Module and DataModule code on ``surge.compat`` and on ``lightning.pytorch``, compared
+with Lightning's: the same Module and DataModule code on ``surge_lightning.pytorch`` and on ``lightning.pytorch``, compared
 in what ``hparams`` holds, what the loggers receive, what the checkpoint records and what ``load_from_checkpoint``
 builds from it."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import surge
-import surge.compat
+import surge_lightning.pytorch
 import torch
 import torch.nn.functional as F
 from loguru import logger
@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 def _classes(L: types.ModuleType, Logger: type) -> dict[str, Any]:
-    """The programs' classes, written once, on Lightning's names from ``L`` (``surge.compat`` or
+    """The programs' classes, written once, on Lightning's names from ``L`` (``surge_lightning.pytorch`` or
     ``lightning.pytorch``)."""
 
     class Net(L.LightningModule):  # type: ignore[name-defined,misc]
@@ -145,7 +145,7 @@ def _run(L: types.ModuleType, Logger: type, case: str, root: Path) -> dict[str, 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_save_hyperparameters_as_lightning(case: str, tmp_path: Path) -> None:
-    ours = _run(surge.compat, surge.compat.loggers.Logger, case, tmp_path / "surge")
+    ours = _run(surge_lightning.pytorch, surge_lightning.pytorch.loggers.Logger, case, tmp_path / "surge")
     lightning = pytest.importorskip("lightning.pytorch", reason="Lightning is not installed (the `bench` extra)")
     theirs = _run(lightning, lightning.loggers.Logger, case, tmp_path / "lightning")
     if case == "an empty dict":  # Lightning writes no hyper-parameters into its checkpoint, Surge an empty dict
@@ -157,13 +157,13 @@ def test_save_hyperparameters_as_lightning(case: str, tmp_path: Path) -> None:
 
 def test_what_the_comparison_sees() -> None:
     """The values compared above, written out (Lightning's, which Surge's equal)."""
-    model = _classes(surge.compat, surge.compat.loggers.Logger)["OwnDict"](n=3)
+    model = _classes(surge_lightning.pytorch, surge_lightning.pytorch.loggers.Logger)["OwnDict"](n=3)
     assert dict(model.hparams) == {"n": 3, "lr": 0.1, "width": 6}  # "seed" ignored, from the dict too
     assert model._log_hyperparams is False and model._hparams_name is None
     config = Namespace(n=3, act="relu")
-    from_namespace = _classes(surge.compat, surge.compat.loggers.Logger)["FromNamespace"](config)
+    from_namespace = _classes(surge_lightning.pytorch, surge_lightning.pytorch.loggers.Logger)["FromNamespace"](config)
     assert dict(from_namespace.hparams) == {"n": 3, "act": "relu"} and from_namespace._hparams_name == "args"
-    dropping = _classes(surge.compat, surge.compat.loggers.Logger)["DropsABasesName"](n=3, lr=0.5)
+    dropping = _classes(surge_lightning.pytorch, surge_lightning.pytorch.loggers.Logger)["DropsABasesName"](n=3, lr=0.5)
     assert dict(dropping.hparams) == {"n": 3, "tag": "x"}  # the base's "lr" removed by the subclass's ignore
 
 

@@ -65,3 +65,17 @@ def test_every_core_event_is_built_by_its_class_in_the_engine() -> None:
                 named.add(node.attr)
     missing = sorted(name for name, cls in EVENTS.items() if cls.__name__ not in named)
     assert not missing, f"events the engine fires without naming their class: {missing}"
+
+
+def test_the_core_holds_no_lightning_module() -> None:
+    """Lightning's names, adapters, 1.x arguments and hooks, CLI and checkpoint import are surge-lightning's (a plugin
+    distribution); the core keeps only the deprecated ``surge.compat`` shim, and its loops call no Lightning hook."""
+    core = ROOT / "core" / "surge"
+    modules = {p.relative_to(core).as_posix() for p in core.rglob("*.py") if "_plugin_template" not in p.parts}
+    assert not [m for m in modules if "lightning" in m], "a Lightning module in the core"
+    assert {m for m in modules if m.startswith("compat/")} == {"compat/__init__.py", "compat/loggers.py"}
+    shim = sum(len((core / m).read_text().splitlines()) for m in ("compat/__init__.py", "compat/loggers.py"))
+    assert shim < 80, "surge.compat is a shim: it warns and forwards"
+    loops = (core / "engine" / "loops.py").read_text()
+    for adapter in ("training_epoch_end", "step_outputs", "epoch_end_outputs", 'f"{stage}_epoch_end"'):
+        assert adapter not in loops, f"engine/loops.py carries a Lightning adapter: {adapter}"

@@ -685,7 +685,7 @@ def test_enable_autolog_hparams(tmp_path: Path) -> None:
 
 
 def test_rank_zero_helpers_follow_the_trainers_rank(tmp_path: Path, warnings: list[str]) -> None:
-    from surge.compat import rank_zero_info, rank_zero_only, rank_zero_warn
+    from surge_lightning.pytorch.utilities.rank_zero import rank_zero_info, rank_zero_only, rank_zero_warn
 
     @rank_zero_only
     def write(value: int) -> int:
@@ -724,7 +724,7 @@ def test_lightnings_rank_zero_only_behaves_the_same() -> None:
 
 
 def test_tuner_from_compat_takes_lightnings_call(tmp_path: Path) -> None:
-    from surge.compat import Tuner
+    from surge_lightning.pytorch.tuner import Tuner
 
     model, data = TinyModule(lr=0.05), TinyDataModule()
     tuner = Tuner(surge.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET))
@@ -739,13 +739,15 @@ def test_tuner_from_compat_takes_lightnings_call(tmp_path: Path) -> None:
 def test_a_name_from_a_plugin_that_is_not_installed_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    import surge.compat
+    from surge_lightning.pytorch import tuner
 
     monkeypatch.setitem(sys.modules, "surge_tuner", None)  # as if surge-tuner were not installed
-    with pytest.raises(ImportError, match=r"surge.compat.Tuner comes from .* surge-tuner.*`pip install surge-tuner`"):
-        surge.compat.Tuner  # noqa: B018
+    for module in (tuner, tuner.tuning):  # a name read once is kept: forget it
+        monkeypatch.delattr(module, "Tuner", raising=False)
+    with pytest.raises(ImportError, match=r"tuner.tuning.Tuner is surge-tuner's, .*`pip install surge-tuner`"):
+        tuner.Tuner  # noqa: B018
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
-        surge.compat.Nothing  # noqa: B018
+        tuner.Nothing  # noqa: B018
 
 
 def _stopped_by(callback: Any, base: Any, trainer: Any) -> Any:
@@ -776,8 +778,8 @@ def _stopped_by(callback: Any, base: Any, trainer: Any) -> Any:
     ],
 )
 def test_early_stopping_reason_as_lightning(options: dict[str, Any], reason: str, tmp_path: Path) -> None:
-    from surge.compat import EarlyStoppingReason
     from surge_callbacks import EarlyStopping
+    from surge_lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
     assert EarlyStopping().stopping_reason is EarlyStoppingReason.NOT_STOPPED
     ours = EarlyStopping(monitor="val_loss", **options)
@@ -804,7 +806,7 @@ def test_early_stopping_reason_as_lightning(options: dict[str, Any], reason: str
 def test_profilers_from_compat_take_lightnings_file_arguments(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from surge.compat import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
+    from surge_lightning.pytorch.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
 
     assert {SimpleProfiler.kind, AdvancedProfiler.kind, PyTorchProfiler.kind} == {"simple", "advanced", "pytorch"}
     profiler = SimpleProfiler(dirpath=str(tmp_path / "profiles"), filename="perf_logs")
@@ -908,7 +910,7 @@ def test_swa_on_a_module_without_forward_recomputes_batch_norm_through_training_
 
 
 def test_a_custom_action_profiled_from_the_module(tmp_path: Path) -> None:
-    from surge.compat import AdvancedProfiler, PassThroughProfiler, SimpleProfiler
+    from surge_lightning.pytorch.profilers import AdvancedProfiler, PassThroughProfiler, SimpleProfiler
 
     class Custom(TinyModule):
         def __init__(self, profiler: Any = None) -> None:

@@ -1,6 +1,6 @@
 """Checkpoints that Lightning 2.x writes, in this test run, read by Surge: ``load_from_checkpoint`` and
-``fit(ckpt_path=...)`` (surge.checkpoint.lightning). One module class is written for both, on Lightning's
-``LightningModule`` and on ``surge.compat``'s."""
+``fit(ckpt_path=...)`` (surge-lightning's checkpoint format, ``surge_lightning.checkpoint``). One module class is
+written for both, on Lightning's ``LightningModule`` and on ``surge_lightning.pytorch``'s."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import surge
-import surge.compat as L
+import surge_lightning.pytorch as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping as PLEarlyStopping
 from lightning.pytorch.callbacks import ModelCheckpoint as PLModelCheckpoint

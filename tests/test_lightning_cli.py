@@ -1,4 +1,4 @@
-"""``surge.compat.LightningCLI``: scripts written as Lightning's CLI documentation writes them, run in a
+"""``surge_lightning.pytorch.cli.LightningCLI``: scripts written as Lightning's CLI documentation writes them, run in a
 subprocess (``python main.py fit --config cfg.yaml --trainer.max_epochs=1``) after their two import lines
 are changed, and, where Lightning and jsonargparse are installed, the same script under Lightning beside it.
 """
@@ -95,7 +95,7 @@ if __name__ == "__main__":
 """
 
 LIGHTNING_IMPORTS = ("import lightning as L\n", "from lightning.pytorch.cli import LightningCLI\n")
-SURGE_IMPORTS = ("import surge.compat as L\n", "from surge.compat import LightningCLI\n")
+SURGE_IMPORTS = ("import surge_lightning as L\n", "from surge_lightning.pytorch.cli import LightningCLI\n")
 
 BASE = """\
 seed_everything: 3

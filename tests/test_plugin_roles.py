@@ -18,8 +18,8 @@ import pytest
 import surge
 import torch
 from surge.checkpoint import FileCheckpointIO
-from surge.compat import Callback
 from surge.testing import PluginEnv, TinyDataModule, TinyModule, quiet_trainer_args
+from surge_lightning.pytorch.callbacks import Callback
 from test_public_contract import problems_in  # tests/ is on sys.path (pytest `pythonpath`)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,9 +1,11 @@
 """The porting check: LightningModules written as Lightning's documentation writes them run under Surge after
-their import lines, and nothing else, are rewritten (the mapping of docs/porting.md).
+their import lines, and nothing else, are rewritten (the rule of docs/porting.md, "The imports").
 
 ``tests/porting/*.py`` are those programs, with Lightning's imports (Lightning need not be installed: they are
-read as text). :func:`port` rewrites each import of ``lightning``/``pytorch_lightning`` by the tables below and
-refuses any it has no entry for; the tests check that nothing but import statements changed, execute the result,
+read as text). :func:`port` rewrites each import of ``lightning``/``pytorch_lightning`` by the mechanical rule
+(:data:`PREFIXES`: ``lightning`` -> ``surge_lightning``, ``lightning.pytorch`` and ``pytorch_lightning`` ->
+``surge_lightning.pytorch``, submodule paths kept) and refuses, by name, an import of a module or name that
+surge-lightning does not serve; the tests check that nothing but import statements changed, execute the result,
 and train, validate, test and predict with it.
 
 The porting suite (the programs besides the first three) then runs each program a second time, as written, under
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import importlib
+import importlib.util
 import math
 import os
 import re
@@ -32,77 +36,19 @@ from surge_csv import read_metrics
 
 PORTING = Path(__file__).parent / "porting"
 
-COMPAT = "surge.compat"
-"""Lightning's top-level names re-exported (``LightningModule``, ``LightningDataModule``, ``Trainer``, ...)."""
-
-LOGGERS = "surge.compat.loggers"
-"""Lightning's ``lightning.pytorch.loggers``: the ``Logger`` base class and the logger objects."""
-
-MODULES = {"lightning.pytorch": COMPAT, "lightning.pytorch.loggers": LOGGERS}
-"""``import X as Y`` -> ``import MODULES[X] as Y``. Here and in ``NAMES``, ``lightning``, ``lightning.pytorch`` and
-``pytorch_lightning`` (and their submodules) read alike, as ``lightning.pytorch``."""
-
-NAMES = {
-    "lightning.pytorch": {
-        "LightningModule": COMPAT,
-        "LightningDataModule": COMPAT,
-        "Trainer": COMPAT,
-        "seed_everything": COMPAT,
-        "Callback": COMPAT,
-        "cli_lightning_logo": COMPAT,
-    },
-    "lightning.pytorch.cli": {"LightningCLI": COMPAT},
-    "lightning.pytorch.tuner": {"Tuner": COMPAT},
-    "lightning.pytorch.tuner.tuning": {"Tuner": COMPAT},
-    "lightning.pytorch.loggers": {
-        "Logger": LOGGERS,
-        "TensorBoardLogger": LOGGERS,
-        "CSVLogger": LOGGERS,
-        "MLFlowLogger": LOGGERS,
-        "WandbLogger": LOGGERS,
-    },
-    "lightning.pytorch.loggers.logger": {"Logger": LOGGERS, "rank_zero_experiment": LOGGERS},
-    "lightning.pytorch.profilers": {
-        "SimpleProfiler": COMPAT,
-        "AdvancedProfiler": COMPAT,
-        "PyTorchProfiler": COMPAT,
-        "PassThroughProfiler": COMPAT,
-    },
-    "lightning.pytorch.utilities": {
-        "rank_zero_only": COMPAT,
-        "rank_zero_info": COMPAT,
-        "rank_zero_warn": COMPAT,
-        "grad_norm": COMPAT,
-    },
-    "lightning.pytorch.utilities.rank_zero": {
-        "rank_zero_only": COMPAT,
-        "rank_zero_info": COMPAT,
-        "rank_zero_warn": COMPAT,
-        "rank_zero_debug": COMPAT,
-    },
-    "lightning.pytorch.callbacks.early_stopping": {"EarlyStopping": "surge_callbacks", "EarlyStoppingReason": COMPAT},
-    "lightning.pytorch.callbacks": {
-        "Callback": COMPAT,
-        "EarlyStopping": "surge_callbacks",
-        "Timer": "surge_callbacks",
-        "GradientAccumulationScheduler": "surge_callbacks",
-        "DeviceStatsMonitor": "surge_callbacks",
-        "ModelCheckpoint": "surge_checkpoint",
-        "LearningRateMonitor": "surge_progress",
-        "StochasticWeightAveraging": "surge_swa",
-    },
-}
-"""``from X import name`` -> ``from NAMES[X][name] import name``."""
+PREFIXES = (("pytorch_lightning", "surge_lightning.pytorch"), ("lightning", "surge_lightning"))
+"""The porting rule, mechanical (docs/porting.md, "The imports"): ``lightning`` -> ``surge_lightning``,
+``lightning.pytorch`` and ``pytorch_lightning`` -> ``surge_lightning.pytorch``, every submodule path the same."""
 
 
 class UnmappedImport(Exception):
     pass
 
 
-def _canonical(module: str) -> str:
-    for prefix in ("pytorch_lightning", "lightning.pytorch", "lightning"):
+def _target(module: str) -> str:
+    for prefix, target in PREFIXES:
         if module == prefix or module.startswith(prefix + "."):
-            return "lightning.pytorch" + module[len(prefix) :]
+            return target + module[len(prefix) :]
     return module
 
 
@@ -110,28 +56,39 @@ def _is_lightning(module: str | None) -> bool:
     return module is not None and module.split(".")[0] in ("lightning", "pytorch_lightning")
 
 
+def _served(module: str, names: list[str], line: int) -> None:
+    """Refuse, by name, an import that the rule maps to a module or name surge-lightning does not have."""
+    try:
+        found = importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise UnmappedImport(
+            f"no Surge mapping for `{module}` (line {line}): surge-lightning has no such module"
+        ) from None
+    for name in names:
+        if not hasattr(found, name) and importlib.util.find_spec(f"{module}.{name}") is None:
+            raise UnmappedImport(f"no Surge mapping for `from {module} import {name}` (line {line})")
+
+
 def _rewrite(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        target = _target(node.module or "")
+        _served(target, [alias.name for alias in node.names], node.lineno)
+        names = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in node.names)
+        return [f"from {target} import {names}"]
     statements: list[str] = []
-    if isinstance(node, ast.Import):
-        for alias in node.names:
-            if not _is_lightning(alias.name):
-                statements.append(ast.unparse(ast.Import(names=[alias])))
-                continue
-            # `import lightning.pytorch` (no `as`) binds `lightning`, which no module here stands in for
-            target = MODULES.get(_canonical(alias.name)) if alias.asname or "." not in alias.name else None
-            if target is None:
-                raise UnmappedImport(f"no Surge mapping for `import {alias.name}` (line {node.lineno})")
-            statements.append(f"import {target} as {alias.asname or alias.name}")
-        return statements
-    module = _canonical(node.module or "")
-    table = NAMES.get(module, {})
-    by_target: dict[str, list[str]] = {}  # one statement per target module: line numbers stay as they were
     for alias in node.names:
-        if alias.name not in table:
-            raise UnmappedImport(f"no Surge mapping for `from {node.module} import {alias.name}` (line {node.lineno})")
-        renamed = f" as {alias.asname}" if alias.asname else ""
-        by_target.setdefault(table[alias.name], []).append(f"{alias.name}{renamed}")
-    statements += [f"from {target} import {', '.join(names)}" for target, names in by_target.items()]
+        if not _is_lightning(alias.name):
+            statements.append(ast.unparse(ast.Import(names=[alias])))
+            continue
+        target = _target(alias.name)
+        _served(target, [], node.lineno)
+        top = alias.name.split(".")[0]
+        if alias.asname:
+            statements.append(f"import {target} as {alias.asname}")
+        elif "." in alias.name:  # `import lightning.pytorch` binds `lightning`: the module, and the name bound
+            statements.append(f"import {target}, {_target(top)} as {top}")
+        else:
+            statements.append(f"import {target} as {top}")
     return statements
 
 
@@ -216,12 +173,43 @@ def test_porting_rewrites_import_statements_only(name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "ported"),
+    [
+        ("import lightning as L", "import surge_lightning as L"),
+        ("import lightning.pytorch as pl", "import surge_lightning.pytorch as pl"),
+        ("import pytorch_lightning as pl", "import surge_lightning.pytorch as pl"),
+        ("import lightning.pytorch", "import surge_lightning.pytorch, surge_lightning as lightning"),
+        (
+            "from lightning.pytorch.callbacks import ModelCheckpoint",
+            "from surge_lightning.pytorch.callbacks import ModelCheckpoint",
+        ),
+        (
+            "from pytorch_lightning.callbacks.early_stopping import EarlyStopping as ES",
+            "from surge_lightning.pytorch.callbacks.early_stopping import EarlyStopping as ES",
+        ),
+        (
+            "from lightning.pytorch.utilities.rank_zero import rank_zero_only",
+            "from surge_lightning.pytorch.utilities.rank_zero import rank_zero_only",
+        ),
+        ("from lightning import LightningModule, Trainer", "from surge_lightning import LightningModule, Trainer"),
+        ("import torch, lightning.pytorch as pl", "import torch\nimport surge_lightning.pytorch as pl"),
+    ],
+)
+def test_the_porting_rule_is_mechanical(line: str, ported: str) -> None:
+    assert port(line + "\n") == ported + "\n"
+    namespace: dict[str, Any] = {}
+    exec(ported, namespace)  # the module and every name exist
+    if line == "import lightning.pytorch":  # the name the program uses, `lightning.pytorch.Trainer`, works
+        assert namespace["lightning"].pytorch.Trainer is namespace["surge_lightning"].pytorch.Trainer
+
+
+@pytest.mark.parametrize(
     "line",
     [
-        "from lightning.pytorch.strategies import DDPStrategy",
-        "from pytorch_lightning.loggers import CometLogger",
-        "import lightning.pytorch",
-        "from lightning.pytorch.callbacks import BasePredictionWriter",
+        "from lightning.pytorch.no_such_module import Thing",
+        "from pytorch_lightning.loggers import NoSuchLogger",
+        "import lightning.pytorch.no_such_module as m",
+        "from lightning.pytorch.callbacks import NoSuchCallback",
     ],
 )
 def test_an_import_without_a_mapping_is_refused_by_name(line: str) -> None:
@@ -334,7 +322,9 @@ def test_the_guides_callback_as_plugin_and_weight_loading_run(tmp_path: Path, mo
     printed: list[tuple[Any, ...]] = []
     namespace: dict[str, Any] = {"surge": surge, "print": lambda *args: printed.append(args)}
     lightning_style: dict[str, Any] = {"print": namespace["print"]}
-    exec(_guide_block("import surge.compat as L"), lightning_style)  # the guide's Lightning callback, as written
+    exec(
+        _guide_block("import surge_lightning.pytorch as L"), lightning_style
+    )  # the guide's Lightning callback, as written
     assert "PrintLoss" in [type(c).__name__ for c in lightning_style["trainer"].callbacks]
     short = surge.Trainer(
         max_epochs=1, callbacks=[lightning_style["PrintLoss"]()], logger=False, enable_progress_bar=False
@@ -369,6 +359,11 @@ ARGS: dict[str, dict[str, Any]] = {
 """What the test passes to a program's ``main`` (a LightningCLI script's command line)."""
 
 
+def _from_surge(record: Any) -> bool:
+    """Records of Surge and of its plugin distributions (surge-lightning logs the 1.x warnings)."""
+    return str(record["name"]).startswith("surge")
+
+
 def _run_program(name: str, text: str, root: Path) -> dict[str, Any]:
     """Execute ``text`` (``tests/porting/<name>.py`` as written or ported) as a module and call its ``main``, in
     ``root`` as the working directory, leaving the environment and torch's global switches as they were. The
@@ -379,7 +374,7 @@ def _run_program(name: str, text: str, root: Path) -> dict[str, Any]:
     module.__file__ = str(PORTING / f"{name}.py")
     environ, deterministic, cwd = dict(os.environ), torch.are_deterministic_algorithms_enabled(), os.getcwd()
     warnings: list[str] = []
-    sink = logger.add(lambda m: warnings.append(str(m)), level="WARNING", filter="surge", format="{message}")
+    sink = logger.add(lambda m: warnings.append(str(m)), level="WARNING", filter=_from_surge, format="{message}")
     sys.modules[module.__name__] = module  # a script is a module: class paths in saved configs resolve
     root.mkdir(parents=True)
     os.chdir(root)

@@ -12,9 +12,9 @@ import pytest
 import surge
 import surge.events as ev
 import torch
-from surge.compat import Callback
 from surge.events.run import RunView, StateView
 from surge.testing import EventRecorder, TinyDataModule, TinyModule
+from surge_lightning.pytorch.callbacks import Callback
 
 # Events the Trainer builds itself (the loops build the others): they carry the view in any case.
 BUILT_BY_THE_TRAINER = {

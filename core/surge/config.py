@@ -41,7 +41,8 @@ class TrainerConfig(BaseModel):
     callbacks: Any = None
     """Lightning's name for plugin objects: ``callbacks=[EarlyStopping(...)]`` is ``plugins=[EarlyStopping(...)]``."""
     profiler: Any = None
-    """A profiler provider's name (``"simple"``, ``"advanced"``, ``"pytorch"`` from surge-profilers) or object."""
+    """A profiler provider's name (``"simple"``, ``"advanced"``, ``"pytorch"``: what the installed profiler plugins
+    provide) or object."""
     checkpoint_io: Any = None
     """How checkpoint files are written, read and removed: a ``checkpoint_io`` provider's name or an object
     (``surge.events.protocols.CheckpointIO``); ``None``: the strategy's own (``surge.checkpoint.FileCheckpointIO``)."""

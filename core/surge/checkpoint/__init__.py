@@ -37,6 +37,15 @@ and, inside an open gradient-accumulation window, ``accumulated_grads``. Plugins
 strings, enums as their values, dataclasses as dicts, numpy values as numbers and lists) by
 :func:`surge._plain.plain_hparams`, which refuses, naming it, a value with no plain form.
 
+Other formats
+-------------
+A file without a commit marker that another framework wrote is read by the converter an installed distribution
+declares in the ``surge.checkpoint_formats`` entry-point group (:data:`FORMATS_GROUP`; each a
+:class:`CheckpointFormat`, loaded only then): the first whose ``recognizes(data)`` is true reads it, with
+``torch.load(weights_only=True)`` as any checkpoint, and converts it. A converted checkpoint records
+``converted_from = {"format": <entry point name>, "version": ..., "not_carried": [...]}``: it has no plugin set to
+compare, and a restore warns once with what did not carry over.
+
 Sharded checkpoints
 -------------------
 A strategy whose processes each hold part of the state (``Strategy.save_checkpoint`` runs on every process)
@@ -54,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
@@ -62,14 +72,13 @@ import posixpath
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 import fsspec
 import torch
 from fsspec.implementations.local import LocalFileSystem
 from loguru import logger
 
-from surge.checkpoint import lightning as _lightning
 from surge.errors import CheckpointError, CheckpointSaveError
 
 __all__ = [
@@ -77,11 +86,12 @@ __all__ = [
     "FORMAT_VERSION",
     "MARKER_SUFFIX",
     "CheckpointError",
+    "CheckpointFormat",
     "CheckpointSaveError",
+    "FORMATS_GROUP",
     "FileCheckpointIO",
     "experiment_diff",
     "experiment_identity",
-    "from_lightning",
     "is_valid",
     "load",
     "marker_url",
@@ -105,7 +115,23 @@ MARKER_SUFFIX = ".sha256"
 ALIASES = ("last", "best")
 """``ckpt_path`` values that active plugins resolve (see :func:`_resolve`)."""
 
-from_lightning = _lightning.from_lightning
+FORMATS_GROUP = "surge.checkpoint_formats"
+"""The entry-point group of checkpoint converters (module docstring, "Other formats"): an entry point named after the
+format whose value is a :class:`CheckpointFormat` object."""
+
+
+class CheckpointFormat(Protocol):
+    """A converter of another framework's checkpoint files, declared in :data:`FORMATS_GROUP`."""
+
+    def recognizes(self, data: bytes) -> bool:
+        """Whether ``data`` (a file without a commit marker) is this format's, told without unpickling anything."""
+        ...
+
+    def convert(self, saved: Any, url: str) -> dict[str, Any]:
+        """The Surge checkpoint dict of ``saved`` (the file read with ``torch.load``), with ``converted_from``;
+        raises :class:`CheckpointError` naming ``url`` when it holds no checkpoint."""
+        ...
+
 
 _TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.surge-tmp$")
 _CHUNK = 1 << 20
@@ -384,7 +410,8 @@ def _copy_tensor(tensor: torch.Tensor, storages: dict[tuple[int, str], torch.Unt
 def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
     """Read the checkpoint at ``url`` after checking its commit marker and content hash.
 
-    A checkpoint Lightning wrote (no marker) is read too, converted by :func:`from_lightning`.
+    A file of another format (no marker) is read too, converted by the installed :class:`CheckpointFormat` that
+    recognizes it (module docstring, "Other formats").
 
     Always ``torch.load(weights_only=True)`` (tensors land on the CPU). A checkpoint that needs code
     unpickled is refused unless ``trusted=True``; pass that only for files you trust, since loading them
@@ -398,20 +425,30 @@ def load(url: str, *, trusted: bool = False) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {url} does not exist") from None
     if not data:
         raise CheckpointError(f"checkpoint {url} is empty (0 bytes); its save was cut short")
-    if not fs.exists(path + MARKER_SUFFIX) and _lightning.is_lightning(data):
-        logger.info("{} is a Lightning checkpoint: it has no commit marker, so its integrity cannot be checked", url)
-        saved = _deserialize(data, url, trusted)
-        if not isinstance(saved, dict) or "state_dict" not in saved:
-            raise CheckpointError(
-                f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
-            )
-        return _lightning.from_lightning(saved)[0]
+    if not fs.exists(path + MARKER_SUFFIX):
+        for name, converter in _formats():
+            if converter.recognizes(data):
+                logger.info(
+                    "{} is a {} checkpoint: it has no commit marker, so its integrity cannot be checked", url, name
+                )
+                return converter.convert(_deserialize(data, url, trusted), url)
     expected = _read_marker(fs, path, url)
     _check_hash(hashlib.sha256(data).hexdigest(), expected, url)
     checkpoint = _deserialize(data, url, trusted)
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"checkpoint {url} holds a {type(checkpoint).__name__}, not a checkpoint dict")
     return checkpoint
+
+
+def _formats() -> list[tuple[str, CheckpointFormat]]:
+    """The installed :class:`CheckpointFormat` converters, by name (a broken one is skipped with a warning)."""
+    found = []
+    for ep in sorted(importlib.metadata.entry_points(group=FORMATS_GROUP), key=lambda ep: ep.name):
+        try:
+            found.append((ep.name, ep.load()))
+        except Exception as exc:
+            logger.warning("the checkpoint format '{}' ({}) failed to load and is skipped: {}", ep.name, ep.value, exc)
+    return found
 
 
 def verify(url: str) -> None:

@@ -1,8 +1,8 @@
 """The ``surge`` command. Each core command group registers itself: ``fit``, ``validate``, ``test``, ``predict``,
 ``tune`` and ``completion`` in :mod:`surge.cli.run`, ``plugins`` in :mod:`surge.cli.plugins`. Every other
 command comes from an installed distribution through the ``surge.commands`` entry-point group
-(:mod:`surge.plugins.commands`): ``plot`` from surge-csv, ``new-plugin`` from the core with its ``template``
-extra. A command that is not installed, or is refused, still parses and says why and what to install.
+(:mod:`surge.plugins.commands`): ``plot`` from a first-party plugin, ``new-plugin`` from the core with its
+``template`` extra (:data:`PROVIDED_BY`). A command that is not installed, or is refused, still parses and says why and what to install.
 
 Exit status: 0 done, 1 a problem the message explains (a lab mismatch, a plugin error), 2 a usage or config
 error (argparse's, or a :class:`surge.ConfigError`: every problem of the run config at once), 130 interrupted.
@@ -21,14 +21,18 @@ from surge._logging import configure_logging
 from surge.cli import plugins as _cli_plugins
 from surge.cli import run as _cli_run
 from surge.errors import LabError, SurgeError
+from surge.plugins._first_party import COMMANDS
 from surge.plugins.commands import CommandRecord, discover_commands
 
-__all__ = ["main", "build_parser", "CORE_COMMANDS", "PROVIDED_BY"]
+__all__ = ["main", "build_parser", "options_reference", "CORE_COMMANDS", "PROVIDED_BY"]
+
+options_reference = _cli_run.options_reference
+"""The Trainer arguments' reference, as ``surge fit --help`` prints it (a command-line front end shows it too)."""
 
 CORE_COMMANDS = (*_cli_run.COMMANDS, "completion", "plugins")
 """The commands of the core's own command list; a plugin command of one of these names is refused."""
 
-PROVIDED_BY = {"plot": "surge-csv", "new-plugin": "surge[template]"}
+PROVIDED_BY = COMMANDS
 """Commands first-party distributions contribute, and what to install for each when it is missing."""
 
 

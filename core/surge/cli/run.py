@@ -26,7 +26,7 @@ COMMANDS = {
     "validate": "run one validation pass over the validation data",
     "test": "run one test pass over the test data",
     "predict": "run the model's predict_step over the predict data and save the outputs",
-    "tune": "find a batch size and learning rate (trainer.auto_scale_batch_size, auto_lr_find; surge-tuner)",
+    "tune": "find a batch size and learning rate (trainer.auto_scale_batch_size, auto_lr_find; a tuner plugin)",
 }
 
 _EXAMPLE = "surge.examples.digits"
@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
     command: str = args.command
     overrides = runconfig.parse_overrides(args.overrides)
     _shorthands(args, overrides)
-    files = _load_files(args.config)
+    files = runconfig.load_files(args.config)
     if not args.config:
         files = [_embedded(args)]
     config = runconfig.resolve(files, overrides, command=command)
@@ -136,22 +136,6 @@ def _run(args: argparse.Namespace) -> int:
     if trainer.is_global_zero:  # one report per run, not one per process
         _report(command, trainer, result)
     return 0
-
-
-def _load_files(locations: Sequence[str]) -> list[Any]:
-    """Every file's syntax problems at once (a file that cannot be parsed cannot be checked further)."""
-    from surge.cli.runconfig import load_file
-    from surge.errors import ConfigError
-
-    layers, problems = [], []
-    for location in locations:
-        try:
-            layers.append(load_file(location))
-        except ConfigError as exc:
-            problems += [(path, f"{message} ({location})") for path, message in exc.problems]
-    if problems:
-        raise ConfigError(problems, "the run config")
-    return layers
 
 
 def _shorthands(args: argparse.Namespace, overrides: Any) -> None:
@@ -225,7 +209,11 @@ def _tune(trainer: Any, model: Any, data: Any) -> int:
     from surge.errors import SurgeError
 
     if not hasattr(trainer, "tune"):
-        raise SurgeError("this version of surge has no Trainer.tune(); upgrade surge and `pip install surge-tuner`")
+        from surge.plugins._first_party import SLOT_DISTRIBUTIONS
+
+        raise SurgeError(
+            f"this version of surge has no Trainer.tune(); upgrade surge and `pip install {SLOT_DISTRIBUTIONS['tuner']}`"
+        )
     if not (trainer.config.auto_lr_find or trainer.config.auto_scale_batch_size):
         raise SurgeError(
             "nothing to tune: pass --trainer.auto_lr_find=true and/or --trainer.auto_scale_batch_size=true "

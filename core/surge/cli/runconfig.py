@@ -42,7 +42,22 @@ from surge.config import ENV_PREFIX, TrainerConfig, _env_defaults, format_valida
 from surge.errors import ConfigError, SurgeError
 from surge.seed import SEED_ENV
 
-__all__ = ["Layer", "ClassSpec", "RunConfig", "SECTIONS", "load_file", "parse_yaml", "parse_overrides", "resolve"]
+__all__ = [
+    "Layer",
+    "ClassSpec",
+    "Problems",
+    "RunConfig",
+    "SECTIONS",
+    "class_section",
+    "import_object",
+    "load_file",
+    "load_files",
+    "merge",
+    "parameters",
+    "parse_yaml",
+    "parse_overrides",
+    "resolve",
+]
 
 SECTIONS = ("seed_everything", "model", "data", "trainer", "plugins", "ckpt_path")
 _CLASS_KEYS = ("class_path", "init_args")
@@ -74,7 +89,7 @@ class ClassSpec:
     def resolved(self) -> dict[str, Any]:
         """``class_path`` and every ``init_args`` value, defaults of the signature filled in where plain."""
         args: dict[str, Any] = {}
-        for name, param in _parameters(self.cls).items():
+        for name, param in parameters(self.cls).items():
             if name in self.init_args:
                 value = self.init_args[name]
                 args[name] = value.resolved() if isinstance(value, ClassSpec) else value
@@ -142,6 +157,20 @@ def load_file(location: str) -> Layer:
     except Exception as exc:
         raise ConfigError([("--config", f"cannot read {location}: {type(exc).__name__}: {exc}")], location) from None
     return parse_yaml(text, location)
+
+
+def load_files(locations: Sequence[str]) -> list[Layer]:
+    """:func:`load_file` for each location, every file's syntax problems at once (a file that cannot be parsed
+    cannot be checked further)."""
+    layers, problems = [], []
+    for location in locations:
+        try:
+            layers.append(load_file(location))
+        except ConfigError as exc:
+            problems += [(path, f"{message} ({location})") for path, message in exc.problems]
+    if problems:
+        raise ConfigError(problems, "the run config")
+    return layers
 
 
 def parse_yaml(text: str, source: str) -> Layer:
@@ -354,7 +383,7 @@ def _copy(value: Any) -> Any:
 # -- validating -------------------------------------------------------------------------------------------
 
 
-class _Problems:
+class Problems:
     """Collects ``(dotted path, message)`` pairs, each told where its value came from."""
 
     def __init__(self, where: Mapping[Path, str]) -> None:
@@ -398,7 +427,7 @@ def resolve(
             lab.verify()
     layers = [lab_layer(lab), *files, environment_layer(environ), overrides or Layer({})]
     merged = merge(layers)
-    data, problems = merged.data, _Problems(merged.where)
+    data, problems = merged.data, Problems(merged.where)
 
     for key in data:
         if key not in SECTIONS:
@@ -425,8 +454,8 @@ def resolve(
                 problems.add(path, message)
 
     plugins = _plugin_section(data.get("plugins"), problems)
-    model = _class_section("model", data.get("model"), "Module", problems, required=True, classes=classes)
-    datamodule = _class_section("data", data.get("data"), "DataModule", problems, required=False, classes=classes)
+    model = class_section("model", data.get("model"), "Module", problems, required=True, classes=classes)
+    datamodule = class_section("data", data.get("data"), "DataModule", problems, required=False, classes=classes)
     seed = _seed(data.get("seed_everything"), problems)
     ckpt_path = data.get("ckpt_path")
     if ckpt_path is not None and not isinstance(ckpt_path, str):
@@ -447,7 +476,7 @@ def resolve(
         for name, value in list(plugins.items()):
             if isinstance(value, dict) and "class_path" in value and name not in catalog.records:
                 del plugins[name]  # not an installed plugin: an object built from its class, like plugins=[obj]
-                spec = _class_section(f"plugins.{name}", value, None, problems, required=True)
+                spec = class_section(f"plugins.{name}", value, None, problems, required=True)
                 if spec is not None:
                     objects[name] = spec
         _check_plugins(plugins, catalog, problems)
@@ -475,7 +504,7 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _seed(value: Any, problems: _Problems) -> int | None:
+def _seed(value: Any, problems: Problems) -> int | None:
     if value is None or value is False:
         return None
     if value is True:  # a fresh seed, recorded in the resolved config so the run can be repeated
@@ -487,7 +516,7 @@ def _seed(value: Any, problems: _Problems) -> int | None:
     return None
 
 
-def _plugin_section(section: Any, problems: _Problems) -> dict[str, Any] | None:
+def _plugin_section(section: Any, problems: Problems) -> dict[str, Any] | None:
     if section is None:
         return {}
     if not isinstance(section, dict):
@@ -507,7 +536,7 @@ def _plugin_section(section: Any, problems: _Problems) -> dict[str, Any] | None:
     return result
 
 
-def _check_plugins(plugins: Mapping[str, Any], catalog: Any, problems: _Problems) -> None:
+def _check_plugins(plugins: Mapping[str, Any], catalog: Any, problems: Problems) -> None:
     from surge.plugins.selection import _unknown_plugin
 
     for name, value in plugins.items():
@@ -538,7 +567,7 @@ def _check_plugins(plugins: Mapping[str, Any], catalog: Any, problems: _Problems
             _check_arguments(plugin.factory, value, path, problems)
 
 
-def _check_providers(trainer: Mapping[str, Any], catalog: Any, problems: _Problems) -> None:
+def _check_providers(trainer: Mapping[str, Any], catalog: Any, problems: Problems) -> None:
     """A provider chosen by name (``trainer.accelerator: cuda``, ``trainer.profiler: simple``) must be installed,
     and a logger chosen by name must be an installed logger; whether a device is present is the Trainer's
     question. The messages are the Trainer's."""
@@ -569,7 +598,7 @@ def _check_providers(trainer: Mapping[str, Any], catalog: Any, problems: _Proble
 
 
 def _active_plugins(
-    trainer: TrainerConfig, plugins: dict[str, Any], catalog: Any, lab: Any, problems: _Problems
+    trainer: TrainerConfig, plugins: dict[str, Any], catalog: Any, lab: Any, problems: Problems
 ) -> dict[str, Any]:
     """What the Trainer will switch on, with full settings: the same rules as ``Trainer(...)``."""
     from surge.plugins.selection import _is_on, apply_switches, parse_requests
@@ -605,11 +634,11 @@ def _active_plugins(
     return active
 
 
-def _class_section(
+def class_section(
     section: str,
     value: Any,
     base: str | None,
-    problems: _Problems,
+    problems: Problems,
     required: bool,
     classes: Mapping[str, Any] | None = None,
 ) -> ClassSpec | None:
@@ -644,7 +673,7 @@ def _class_section(
     if not isinstance(class_path, str) or not class_path:
         problems.add(f"{section}.class_path", f"got {_short(class_path)}: a dotted path like package.module.Class")
         return None
-    cls = (classes or {}).get(class_path) or _import(class_path, f"{section}.class_path", problems)
+    cls = (classes or {}).get(class_path) or import_object(class_path, f"{section}.class_path", problems)
     if cls is None:
         return None
     import surge
@@ -661,7 +690,7 @@ def _class_section(
     return None
 
 
-def _import(class_path: str, path: str, problems: _Problems) -> Any:
+def import_object(class_path: str, path: str, problems: Problems) -> Any:
     parts = class_path.split(".")
     if len(parts) < 2 or not all(part.isidentifier() for part in parts):
         problems.add(path, f"got {class_path!r}: a dotted path like package.module.Class")
@@ -696,7 +725,7 @@ def _import(class_path: str, path: str, problems: _Problems) -> Any:
     return obj
 
 
-def _parameters(target: Any) -> dict[str, inspect.Parameter]:
+def parameters(target: Any) -> dict[str, inspect.Parameter]:
     try:
         return dict(inspect.signature(target).parameters)
     except (TypeError, ValueError):
@@ -707,7 +736,7 @@ def _check_arguments(
     target: Any,
     arguments: Mapping[Any, Any],
     path: str,
-    problems: _Problems,
+    problems: Problems,
     nested: dict[str, ClassSpec] | None = None,
 ) -> bool:
     """Check ``arguments`` against ``target``'s signature (names, required ones, annotated types). With
@@ -743,7 +772,7 @@ def _check_arguments(
     hints = _hints(target)
     for key, value in arguments.items():
         if nested is not None and key in named and _names_a_class(hints.get(key), value):
-            spec = _class_section(f"{path}.{key}", value, None, problems, required=True)
+            spec = class_section(f"{path}.{key}", value, None, problems, required=True)
             if spec is not None and not _fits(hints[key], spec.cls):
                 problems.add(f"{path}.{key}.class_path", f"{spec.class_path} is not a {_type_name(hints[key])}")
             elif spec is not None:
@@ -780,7 +809,7 @@ def _hints(target: Any) -> dict[str, Any]:
         return {}
 
 
-def _check_type(hint: Any, value: Any, path: str, problems: _Problems) -> None:
+def _check_type(hint: Any, value: Any, path: str, problems: Problems) -> None:
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(hint)
     except Exception:  # a type pydantic cannot check (a torch module, a callable protocol...)

@@ -1,65 +1,45 @@
-"""Lightning's names for Surge's objects, for porting: ``import surge.compat as L`` (or ``as pl``) in place of
-``import lightning as L`` / ``import pytorch_lightning as pl``. Mostly re-exports, plus Lightning-shaped adapters (``Callback``,
-``LightningCLI``, ``grad_norm``, the loggers of :mod:`surge.compat.loggers`); see docs/porting.md."""
+"""Deprecated (kept for one release): Lightning's names moved to the plugin distribution surge-lightning, which
+mirrors ``lightning`` module for module. ``import surge.compat as L`` becomes ``import surge_lightning.pytorch as L``;
+this module warns and forwards to it (docs/porting.md, "The imports")."""
 
 import importlib
+import warnings
 from typing import Any
 
-from surge import DataModule as LightningDataModule
-from surge import Module as LightningModule
-from surge import Trainer, seed_everything
-from surge._rank_zero import rank_zero_debug, rank_zero_info, rank_zero_only, rank_zero_warn
-from surge.cli.lightning import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from surge.compat._utils import cli_lightning_logo, grad_norm
-from surge.engine._lightning_callbacks import Callback
-
-__all__ = [
-    "Callback",
-    "LightningArgumentParser",
-    "LightningCLI",
-    "LightningDataModule",
-    "LightningModule",
-    "SaveConfigCallback",
-    "Trainer",
-    "cli_lightning_logo",
-    "grad_norm",
-    "rank_zero_debug",
-    "rank_zero_info",
-    "rank_zero_only",
-    "rank_zero_warn",
-    "seed_everything",
-]
-
-_FROM_PLUGINS = {
-    "Tuner": "surge-tuner",
-    "SimpleProfiler": "surge-profilers",
-    "AdvancedProfiler": "surge-profilers",
-    "PyTorchProfiler": "surge-profilers",
-    "PassThroughProfiler": "surge-profilers",
-    "EarlyStoppingReason": "surge-callbacks",
-}
-"""Names that live in a plugin distribution (its import name is the distribution's, ``surge_tuner``): read
-from it when first asked for, so that the core imports no plugin and a missing one is named."""
+from surge.plugins._first_party import LIGHTNING
 
 
-_LOGGERS = frozenset({"Logger", "TensorBoardLogger", "CSVLogger", "MLFlowLogger", "WandbLogger"})
-"""Lightning's logger classes, from :mod:`surge.compat.loggers` (``lightning.pytorch.loggers``)."""
+def forward(old: str, new: str) -> Any:
+    """The module ``new`` for the deprecated module ``old``, with a ``DeprecationWarning`` naming the new import."""
+    warnings.warn(f"{old} is deprecated: import {new} instead ({LIGHTNING})", DeprecationWarning, stacklevel=3)
+    try:
+        return importlib.import_module(new)
+    except ModuleNotFoundError as exc:
+        if not exc.name or not (new == exc.name or new.startswith(exc.name + ".")):
+            raise  # surge-lightning is there, something it imports is not: that error says what
+        raise ImportError(
+            f"{old} moved to {new}, in {LIGHTNING}, which is not installed: `pip install {LIGHTNING}`"
+        ) from exc
+
+
+_target = forward(__name__, "surge_lightning.pytorch")
+_PLACES = (
+    "",
+    ".cli",
+    ".callbacks",
+    ".callbacks.early_stopping",
+    ".loggers",
+    ".profilers",
+    ".tuner",
+    ".utilities.rank_zero",
+    ".utilities",
+)
+"""Where ``surge.compat``'s flat names live now (``surge.compat.Tuner`` is ``surge_lightning.pytorch.tuner.Tuner``)."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LOGGERS or name == "loggers":
-        loggers = importlib.import_module("surge.compat.loggers")
-        return loggers if name == "loggers" else getattr(loggers, name)
-    distribution = _FROM_PLUGINS.get(name)
-    if distribution is None:
-        raise AttributeError(
-            f"module 'surge.compat' has no attribute {name!r}; docs/porting.md lists Lightning's names"
-        )
-    try:
-        module = importlib.import_module(distribution.replace("-", "_"))
-    except ModuleNotFoundError as exc:
-        raise ImportError(
-            f"surge.compat.{name} comes from the plugin distribution {distribution}, which is not installed: "
-            f"`pip install {distribution}`"
-        ) from exc
-    return getattr(module, name)
+    for place in _PLACES:
+        module = importlib.import_module(f"surge_lightning.pytorch{place}")
+        if name in getattr(module, "__all__", ()) or (not place and hasattr(module, name)):
+            return getattr(module, name)
+    raise AttributeError(f"module 'surge.compat' has no attribute {name!r} (it is surge_lightning.pytorch now)")

@@ -1,6 +1,6 @@
 """``trainer.fit(torch.compile(model))``, which Lightning accepts: the Trainer runs ``model`` itself (its
 parameters, state dict keys and hooks are those of the user's Module, with no ``_orig_mod.`` prefix) and the
-plugin in the ``compiler`` role (surge-compile's ``compile``, or any plugin declaring ``role="compiler"``) compiles
+plugin in the ``compiler`` role (a plugin declaring ``role="compiler"``; the error without one says what to install) compiles
 ``model.forward`` with the wrapper's own settings, through its ``adopt(wrapper)``
 (:class:`surge.events.protocols.Compiler`).
 

@@ -10,7 +10,7 @@ from typing import Any
 from surge.errors import SurgeError
 from surge.events import EVENTS, Event
 from surge.events.hooks import hookimpl
-from surge.events.run import RunView, _trainer_of
+from surge.events.run import RunView, trainer_of
 
 # Lightning's names for events whose Surge name differs from "on_<event>".
 _ALIASES = {
@@ -22,8 +22,8 @@ _ALIASES = {
 # The Module gets the Trainer itself (its own ``self.trainer``), not the view plugins get: as a parameter, and as
 # the ``trainer`` of the event it takes whole.
 _EXTRA_PARAMS: dict[str, Callable[[Event], Any]] = {
-    "event": lambda e: e if type(e.trainer) is not RunView else dataclasses.replace(e, trainer=_trainer_of(e.trainer)),
-    "trainer": lambda e: _trainer_of(e.trainer),
+    "event": lambda e: e if type(e.trainer) is not RunView else dataclasses.replace(e, trainer=trainer_of(e.trainer)),
+    "trainer": lambda e: trainer_of(e.trainer),
     "pl_module": lambda e: e.module,
     "module": lambda e: e.module,
 }

@@ -122,7 +122,7 @@ def restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
     schedulers, precision, plugin and datamodule states and the loop's position (the loops continue
     from it)."""
     with _must_fit(url):
-        if "lightning" not in checkpoint:  # a Lightning checkpoint records no plugin set
+        if "converted_from" not in checkpoint:  # a checkpoint of another format records no plugin set
             _warn_plugin_set_diff(url, checkpoint.get("plugin_set", []), trainer.plugin_set())
         _warn_experiment_diff(trainer, url, checkpoint.get("experiment"))
         sharded = sharded_message(url, checkpoint)
@@ -142,7 +142,7 @@ def restore(trainer: Trainer, checkpoint: dict[str, Any], url: str) -> None:
         bus.before_checkpoint_load(ev.BeforeCheckpointLoad(trainer.view, checkpoint))
     with _must_fit(url):
         _restore_states(trainer, checkpoint, url)
-    if "lightning" in checkpoint:
+    if "converted_from" in checkpoint:
         _warn_not_carried(trainer, checkpoint, url)
     if bus.after_checkpoint_load:
         bus.after_checkpoint_load(ev.AfterCheckpointLoad(trainer.view, checkpoint))
@@ -237,19 +237,20 @@ def _state_key(sub: Subscriber) -> str:
 
 
 def _saved_state_key(trainer: Trainer, sub: Subscriber, states: Mapping[str, Any]) -> str | None:
-    """The key of ``sub``'s state in a checkpoint's ``plugins``: its state key, or in a checkpoint Lightning
-    wrote, the key Lightning's equivalent callback used (the plugin's ``lightning_state_key``)."""
+    """The key of ``sub``'s state in a checkpoint's ``plugins``: its state key, else the first of its
+    ``state_key_aliases`` there (the key another framework's equivalent callback wrote, in a converted checkpoint)."""
     if not _stateful(sub.obj) or sub.obj is trainer.precision_plugin:
         return None
-    for key in (_state_key(sub), getattr(sub.obj, "lightning_state_key", None)):
+    aliases = getattr(sub.obj, "state_key_aliases", ())
+    for key in (_state_key(sub), *(aliases if isinstance(aliases, (list, tuple)) else ())):
         if isinstance(key, str) and key in states:
             return key
     return None
 
 
 def _warn_not_carried(trainer: Trainer, checkpoint: Mapping[str, Any], url: str) -> None:
-    """One warning naming what of a Lightning checkpoint this run did not take over."""
-    info = checkpoint["lightning"]
+    """One warning naming what of a converted checkpoint (another framework's) this run did not take over."""
+    info = checkpoint["converted_from"]
     lines = list(info.get("not_carried", []))
     if trainer.state.stage == "fit" and "loops" in checkpoint:
         states = checkpoint.get("plugins", {})
@@ -258,8 +259,9 @@ def _warn_not_carried(trainer: Trainer, checkpoint: Mapping[str, Any], url: str)
     else:
         lines = [f"everything but the weights ({trainer.state.stage} restores only them)"]
     logger.warning(
-        "restored {}, a Lightning {} checkpoint; not carried over:\n{}",
+        "restored {}, a {} {} checkpoint; not carried over:\n{}",
         url,
+        info.get("format"),
         info.get("version"),
         "\n".join(f"  - {line}" for line in lines),
     )

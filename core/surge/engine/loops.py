@@ -26,8 +26,6 @@ import torch
 from surge import events as ev
 from surge._data import loader_len
 from surge.engine import _resume, checkpointing
-from surge.engine._lightning_callbacks import step_outputs
-from surge.engine._lightning_v1 import epoch_end_outputs
 from surge.engine._resume import OpenBatch, ResumePoint, epoch_start_states
 from surge.engine.state import Interrupted
 from surge.errors import SurgeError
@@ -156,8 +154,6 @@ def train_epoch(trainer: Trainer) -> None:
             _validate_during_fit(trainer)
         if _should_stop(trainer):
             batches.stop()
-    kept = epoch_end_outputs(module, "training_epoch_end")  # None unless the Module has that 1.x hook
-
     try:
         for batch_idx, batch in batches:
             batch = precision.convert_input(strategy.batch_to_device(batch))
@@ -169,8 +165,6 @@ def train_epoch(trainer: Trainer) -> None:
                     break
             outputs = step(batch, batch_idx)
             metrics.end_step(write=trainer.should_log)
-            if kept is not None and (output := step_outputs(trainer, outputs)):
-                kept.append(output)
             batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
             if bus.train_batch_end:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
@@ -196,7 +190,7 @@ def train_epoch(trainer: Trainer) -> None:
     state.epoch_loop_done = True
     if validation.at_epoch_end and batches.done:
         _validate_during_fit(trainer)  # loaders without length validate at the end of the epoch
-    _end_epoch(trainer, epoch, kept, step_schedulers=module.automatic_optimization and not batches.cut)
+    _end_epoch(trainer, epoch, step_schedulers=module.automatic_optimization and not batches.cut)
 
 
 def _start_epoch(trainer: Trainer, epoch: int) -> ResumePoint | None:
@@ -219,15 +213,13 @@ def _start_epoch(trainer: Trainer, epoch: int) -> ResumePoint | None:
     return resume
 
 
-def _end_epoch(trainer: Trainer, epoch: int, kept: list[Any] | None, step_schedulers: bool) -> None:
-    """The epoch's metrics, ``training_epoch_end`` (Lightning 1.x), ``train_epoch_end``, epoch-interval
-    schedulers (not after a stop that cut the epoch short)."""
+def _end_epoch(trainer: Trainer, epoch: int, step_schedulers: bool) -> None:
+    """The epoch's metrics, ``train_epoch_end``, epoch-interval schedulers (not after a stop that cut the epoch
+    short)."""
     bus, metrics = trainer._bus, trainer._metrics
     metrics.context = "train"
     metrics.end_epoch(write=False)
     metrics.context = "train_epoch_end"  # self.log defaults to per-epoch here, as in Lightning
-    if kept is not None:
-        trainer.module.training_epoch_end(kept)  # type: ignore[operator]
     if bus.train_epoch_end:
         bus.train_epoch_end(ev.TrainEpochEnd(trainer.view, epoch))
     metrics.end_epoch()
@@ -673,8 +665,6 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
     previous_context = metrics.context
     metrics.context = stage
     predictions: list[list[Any]] = [[] for _ in loaders]
-    # None unless the Module has Lightning 1.x's validation_epoch_end/test_epoch_end(outputs)
-    kept = epoch_end_outputs(module, f"{stage}_epoch_end", len(loaders)) if stage != "predict" else None
     inference = trainer.config.inference_mode and strategy.inference_mode_ok
     inference = inference and strategy.accelerator.inference_mode_ok  # the device the strategy runs on
     with torch.inference_mode() if inference else torch.no_grad():
@@ -694,8 +684,6 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                     outputs = step(batch, done, dl_idx) if several else step(batch, done)
                 if stage == "predict":
                     predictions[dl_idx].append(outputs)
-                elif kept is not None and outputs is not None:
-                    kept[dl_idx].append(outputs)
                 if batch_end:
                     batch_end(events.batch_end(trainer.view, outputs, batch, done, dl_idx))
                 if metrics._step and not state.sanity_checking:  # on_step values: a row per batch, as Lightning
@@ -709,8 +697,6 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
         if trainer._validation_rng is not None:  # a validation during fit ran all its batches: it counts as run
             state.validated_at, trainer._validation_rng = state.total_batches, None
         results = _publish(trainer, write=False)
-        if kept is not None:  # a list per loader, or the list itself for one loader, as in Lightning 1.x
-            getattr(module, f"{stage}_epoch_end")(kept if several else kept[0])
         if epoch_end:
             epoch_end(events.epoch_end(trainer.view, state.current_epoch))
         results.update(_publish(trainer))

@@ -499,6 +499,9 @@ class DataModule:
 
     _log_hyperparams: bool = True
     _hparams_name: str | None = None
+    trainer: Trainer | None = None
+    """The Trainer running with this DataModule (set by each ``fit``/``validate``/``test``/``predict``), as
+    Lightning's ``LightningDataModule.trainer``; ``None`` before."""
 
     def __init__(self) -> None:
         self.hparams: HParams = HParams()

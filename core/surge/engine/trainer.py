@@ -18,13 +18,9 @@ from loguru import logger
 from surge import _data
 from surge import events as ev
 from surge._plain import check_hparams, plain_hparams
-from surge._rank_zero import rank_zero_only
 from surge.config import TrainerConfig, build_config
-from surge.engine import _lightning_callbacks as lightning_callbacks
-from surge.engine import _lightning_v1 as lightning_v1
 from surge.engine import checkpointing
 from surge.engine._compiled import unwrap_compiled
-from surge.engine._lightning_callbacks import unwrap
 from surge.engine._metrics import MetricStore, to_host
 from surge.engine._module_hooks import ModuleHooks
 from surge.engine._resume import OpenBatch, ResumePoint
@@ -35,17 +31,21 @@ from surge.errors import CheckpointSaveError, ConfigError, SurgeError
 from surge.events.bus import Bus, Subscriber, Tier
 from surge.events.run import Run, RunView
 from surge.plugins import discover
+from surge.plugins.arguments import translate_arguments
 from surge.plugins.lab import resolve as resolve_lab
 from surge.plugins.selection import (
     activate,
     apply_switches,
     declared_events,
+    module_claims,
+    module_plugins,
     named_providers,
     parse_requests,
     resolve_providers,
     resolve_tuner,
     switched_plugins,
 )
+from surge.rank_zero import rank_zero_only
 from surge.settings import load_settings
 
 __all__ = ["Trainer", "LRSchedulerConfig"]
@@ -126,7 +126,7 @@ class Trainer:
         lab = resolve_lab(settings)
         if lab is not None:
             lab.verify()
-        options, self._v1 = lightning_v1.translate(options)  # Lightning 1.x arguments in their modern spelling
+        options = translate_arguments(options, settings, lab)  # another API's arguments, by the plugin taking them
         self.config: TrainerConfig = build_config(
             options,
             defaults=lab.profile.trainer if lab else None,
@@ -148,9 +148,9 @@ class Trainer:
         self.profiler = providers.profiler
         """The profiler chosen by ``profiler=`` (``None``: none); a bus subscriber like the other providers."""
         self._tuner = providers.tuner  # the tuner asked for (its switches, plugins=); else tune() finds one
-        self._plugin_subscribers: list[Subscriber] = providers.subscribers + activate(
-            self.catalog, requests, lightning_callbacks.adapt
-        )
+        self._plugin_subscribers: list[Subscriber] = providers.subscribers + activate(self.catalog, requests)
+        self._module_claims = module_claims(self.catalog)  # Module methods plugins run (surge.Plugin(module_hooks=))
+        self._plugin_settings = dict(requests.on)
         self._trace = providers.bus_timing(settings.trace_plugins)  # untimed (None) unless traced or profiled
         self._known_names = set(self.catalog.records) | {"module"}
         self._events = declared_events(self.catalog)  # the active plugins' own events, on every bus of this Trainer
@@ -284,6 +284,13 @@ class Trainer:
         return self.module
 
     @property
+    def model(self) -> Module | None:
+        """Lightning's ``trainer.model``: the Module of the current or last run (``None`` before the first). A
+        distributed strategy's wrapper (``DistributedDataParallel``) stays the strategy's own: Lightning returns it
+        here, Surge the Module inside it (docs/porting.md)."""
+        return self.module
+
+    @property
     def loggers(self) -> list[Any]:
         """The active loggers (Lightning's ``trainer.loggers``): the objects of the plugins with
         ``role="logger"`` and those passed in ``logger=[...]``, in the order ``logger=`` lists them."""
@@ -293,15 +300,15 @@ class Trainer:
         def is_logger(s: Subscriber) -> bool:
             record = records.get(s.name)
             role = record.plugin.role if record is not None and record.plugin is not None else None
-            return role == "logger" or any(unwrap(s.obj) is obj for obj in given)
+            return role == "logger" or any(_unwrap(s.obj) is obj for obj in given)
 
         def place(s: Subscriber) -> int:
             return next(
-                (i for i, g in enumerate(given) if g is unwrap(s.obj) or (isinstance(g, str) and g == s.name)),
+                (i for i, g in enumerate(given) if g is _unwrap(s.obj) or (isinstance(g, str) and g == s.name)),
                 len(given),
             )
 
-        return [unwrap(s.obj) for s in sorted(filter(is_logger, self._plugin_subscribers), key=place)]
+        return [_unwrap(s.obj) for s in sorted(filter(is_logger, self._plugin_subscribers), key=place)]
 
     @property
     def logger(self) -> Any:
@@ -377,7 +384,7 @@ class Trainer:
         """The active participant and observer objects (plugins built by name, and the objects passed in
         ``callbacks=``/``plugins=``/``logger=``, a Lightning callback as itself), in registration order; providers
         aside."""
-        return [unwrap(s.obj) for s in self._plugin_subscribers if s.tier is not Tier.PROVIDER]
+        return [_unwrap(s.obj) for s in self._plugin_subscribers if s.tier is not Tier.PROVIDER]
 
     def _callbacks_in_role(self, role: str) -> list[Any]:
         # duck-typed, so that the core imports no plugin: the object says which accessor returns it (None: none now)
@@ -515,7 +522,8 @@ class Trainer:
         load: only for files you trust.
         """
         loaders = {"train": train_dataloaders, "val": val_dataloaders}
-        ckpt_path = self._v1.before_fit(model, ckpt_path)  # Trainer(resume_from_checkpoint=, truncated_bptt_steps=)
+        if ckpt_path is None:  # a plugin may name the checkpoint this fit continues (surge.events.ResumePath)
+            ckpt_path, _ = self._own_bus.ask(ev.ResumePath(self.view))
         self._run("fit", model, datamodule, loaders, ckpt_path, trusted)
 
     def validate(
@@ -571,10 +579,10 @@ class Trainer:
         datamodule: DataModule | None = None,
         **options: Any,
     ) -> dict[str, Any]:
-        """Tune hyper-parameters before :meth:`fit` with the ``tuner`` provider (``pip install surge-tuner``): the
-        one the Trainer's arguments or ``plugins=`` asked for, else the only one installed. ``options`` (Lightning's
-        ``lr_find_kwargs``, ``scale_batch_size_kwargs``) go to it; it returns what the tuner found
-        (:class:`surge.events.protocols.Tuner`). surge-tuner serves ``auto_scale_batch_size`` and ``auto_lr_find``."""
+        """Tune hyper-parameters before :meth:`fit` with a plugin's ``tuner`` provider (without one, the error says
+        what to install): the one the Trainer's arguments or ``plugins=`` asked for, else the only one installed.
+        ``options`` (Lightning's ``lr_find_kwargs``, ``scale_batch_size_kwargs``) go to it; it returns what the tuner
+        found (:class:`surge.events.protocols.Tuner`)."""
         tuner = self._tuner if self._tuner is not None else resolve_tuner(self.catalog, {}, required=True)
         assert tuner is not None
         data = {"train_dataloaders": train_dataloaders, "val_dataloaders": val_dataloaders, "datamodule": datamodule}
@@ -594,16 +602,20 @@ class Trainer:
         model, compiling = unwrap_compiled(self, stage, model)
         datamodule = _datamodule_in_loaders(stage, datamodule, loaders)
         model = self._check_inputs(stage, model, datamodule, loaders)
+        # the plugins only this run adds (the compile plugin, those running Module methods): a bus of its own
+        joining = [*compiling, *module_plugins(self.catalog, self._module_claims, model, self._plugin_settings)]
         continuation = self._continuation(model) if stage == "fit" and ckpt_path is None else None
         if stage == "fit":
             self._stop_record = self._open_batch = None
         self._validation_rng = None
         self.module, self.datamodule = model, datamodule
+        if datamodule is not None:
+            datamodule.trainer = self  # Lightning's LightningDataModule.trainer
         model._surge_trainer = self
         self._bus = self._own_bus
-        if compiling:  # only this run adds the compile plugin: a bus of its own, ordered with it
+        if joining:
             self._bus = Bus(
-                [*self._plugin_subscribers, *compiling],
+                [*self._plugin_subscribers, *joining],
                 self._known_names,
                 self._trace,
                 self._handler_failed,
@@ -955,6 +967,11 @@ def _origin(record: Any, subscriber: Subscriber) -> str | None:
     if record is None or subscriber.distribution is None or subscriber.distribution != record.distribution:
         return None
     return getattr(record, "origin", "") or None
+
+
+def _unwrap(obj: object) -> object:
+    """The object the user passed: a foreign callback or logger rather than the adapter standing for it."""
+    return getattr(obj, "__wrapped__", obj)
 
 
 def _val_data_given(passed: Any, datamodule: DataModule | None, module: Module) -> str:

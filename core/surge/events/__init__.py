@@ -612,7 +612,19 @@ class CheckpointPath(Query):
     stage: Stage
 
 
-QUERIES: dict[str, type[Query]] = {CheckpointPath.name: CheckpointPath}
+@dataclass(frozen=True, slots=True)
+class ResumePath(Query):
+    """When ``fit`` was called without ``ckpt_path``, before anything is restored: a handler returns the path or URL
+    of a checkpoint this fit continues from (a plugin translating another API's "resume from" argument does), or
+    ``None``. The first answer is the fit's ``ckpt_path``; with none, the fit starts from scratch (or continues
+    this Trainer's interrupted fit).
+
+    May change: Nothing. Returns: ``str | None``."""
+
+    name: ClassVar[str] = "resume_path"
+
+
+QUERIES: dict[str, type[Query]] = {CheckpointPath.name: CheckpointPath, ResumePath.name: ResumePath}
 """The questions the core asks plugins, by hook name; each a ``firstresult`` hook of :mod:`surge.events.specs`."""
 
 

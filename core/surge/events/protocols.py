@@ -7,6 +7,8 @@ would otherwise fail (or be ignored) in the middle of a run.
 ``surge_kind: str``       ``"participant"`` (default) or ``"observer"`` (runs after the user's Module: loggers)
 :class:`CallbackRole`     ``surge_callback_role``: the role an object passed in fills (one of :data:`ROLES`)
 :class:`Stateful`         ``state_dict()`` and ``load_state_dict(state)`` together; checkpointed under ``state_key``
+``state_key_aliases``     other keys its state may sit under in a converted checkpoint (a tuple of strings)
+``__surge_subscriber__``  an object passed in names what joins the bus for it (its adapter; docs/plugins.md)
 :class:`UnusedHooks`      ``surge_unused_hooks``: event names whose handlers this run does not need (no dispatch)
 :class:`HandlerTimer`     a profiler's ``handler_timer(event, name, start, end)``: every handler call is timed
 :class:`Configurable`     a provider's ``configure(settings)``: its plugin's validated settings (``config=``)

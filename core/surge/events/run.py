@@ -414,7 +414,8 @@ for _name in [n for n in vars(Run) if not n.startswith("_") and n not in vars(Ru
     setattr(RunView, _name, _forwarding(_name))
 
 
-def _trainer_of(run: object) -> Any:
-    """The Trainer behind ``run`` (a :class:`RunView`), or ``run`` itself: for the core's adapters that hand
-    Lightning's callbacks and the user's Module the Trainer, as Lightning does."""
+def trainer_of(run: object) -> Any:
+    """The Trainer behind ``run`` (a :class:`RunView`), or ``run`` itself. For adapters that hand another
+    framework's callbacks the Trainer itself, as that framework does (a Lightning callback sets
+    ``trainer.should_stop``), and for the user's Module (``self.trainer``); a plugin's own handlers keep the view."""
     return run._trainer if type(run) is RunView else run

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,6 +78,21 @@ class Plugin:
       the ``surge.switches`` entry-point group, so that the argument requests the plugin without importing others.
     * ``events`` declares the events it publishes (``trainer.emit(...)``), :class:`surge.events.Event`
       subclasses that other plugins subscribe to by name, like the core's (docs/events.md, "Events of plugins").
+    * ``adapter(obj)`` stands on the bus for objects of another framework passed in ``callbacks=``/``plugins=``/
+      ``logger=`` that have no ``@surge.hookimpl`` handler and no ``__surge_subscriber__()``: it returns the
+      subscriber standing for ``obj`` (an object with handlers whose ``__wrapped__`` is ``obj``), ``None`` for an
+      object it does not take, or raises :class:`surge.PluginError` for one it takes but cannot run. Installed
+      (loaded) is enough: the plugin need not be active.
+    * ``translates`` names Trainer arguments of another API (an older version's ``gpus=``) that ``translate(options)``
+      rewrites, before the arguments are validated, into the Trainer's own (it returns the new arguments; it may
+      pass values to its plugin's settings through ``plugins={name: {...}}``, or raise :class:`surge.ConfigError`).
+      The distribution also names each in the ``surge.arguments`` entry-point group, so that the argument finds
+      its translator without importing other plugins.
+    * ``module_hooks`` claims methods of the user's Module that the core does not call (an older API's hooks):
+      ``{"training_epoch_end": {"training": True}}``. A run whose Module defines one of them builds this plugin for
+      that run only, with the settings of every claimed method the Module defines (merged, under those given in
+      ``plugins=``); a Module defining a method no installed plugin claims is refused when the core knows the
+      method (docs/plugins.md, "Adapting another API"). Such a plugin is never active otherwise.
     """
 
     name: str
@@ -90,6 +105,10 @@ class Plugin:
     description: str = ""
     events: Sequence[type[Event]] = ()
     switches: Mapping[str, Callable[[Any], Mapping[str, Any] | None]] = field(default_factory=dict)
+    adapter: Callable[[object], object | None] | None = None
+    translates: Collection[str] = ()
+    translate: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    module_hooks: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = []
@@ -138,6 +157,7 @@ class Plugin:
             uncallable = sorted(str(a) for a, fn in self.switches.items() if not callable(fn))
             if uncallable:
                 problems.append(f"`switches` maps {uncallable} to something that is not a function of the value")
+        problems += self._adapting_problems()
         if isinstance(self.events, (str, bytes)) or not isinstance(self.events, Sequence):
             problems.append(f"`events` must be a list of surge.events.Event subclasses; got {self.events!r}")
         else:
@@ -149,6 +169,25 @@ class Plugin:
                 problems.append(str(exc))
         if problems:
             raise PluginError(f"invalid surge.Plugin declaration {self.name!r}: " + "; ".join(problems))
+
+    def _adapting_problems(self) -> list[str]:
+        """What is wrong with ``adapter``, ``translates``/``translate`` and ``module_hooks``."""
+        problems = []
+        if self.adapter is not None and not callable(self.adapter):
+            problems.append(f"`adapter` must be a function of the object passed in; got {self.adapter!r}")
+        if isinstance(self.translates, (str, bytes)) or not all(isinstance(a, str) for a in self.translates):
+            problems.append(f"`translates` must be a list of Trainer argument names; got {self.translates!r}")
+        elif self.translates and not callable(self.translate):
+            problems.append("`translates` names arguments but `translate` is not a function of the arguments")
+        elif self.translate is not None and not self.translates:
+            problems.append("`translate` is given but `translates` names no argument it takes")
+        if not isinstance(self.module_hooks, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, Mapping) for k, v in self.module_hooks.items()
+        ):
+            problems.append(f"`module_hooks` must map Module method names to settings; got {self.module_hooks!r}")
+        elif self.module_hooks and (self.kind == "provider" or self.default):
+            problems.append("a plugin with `module_hooks` is a participant or observer with default=False")
+        return problems
 
     def build(self, settings: Mapping[str, Any] | None = None) -> object:
         """Validate ``settings`` with ``config`` and build the participant's subscriber object."""

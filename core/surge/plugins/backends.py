@@ -2,7 +2,7 @@
 
 Plugins subclass these and register them by name (``surge.Plugin(kind="provider", provides=...)``).
 The core ships only the ``32-true`` precision; accelerators and strategies come from plugins
-(``surge-devices`` provides ``cpu``, ``cuda``, ``mps`` and ``single_device``).
+(the first-party device plugin provides ``cpu``, ``cuda``, ``mps`` and ``single_device``).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class Accelerator:
 class Precision:
     """Numerical precision: autocast, module and batch conversion, backward and optimizer step.
 
-    The base class is ``32-true`` (no autocast, no scaler). ``surge-precision`` adds the others.
+    The base class is ``32-true`` (no autocast, no scaler). A precision plugin adds the others.
     """
 
     name: ClassVar[str] = "32-true"

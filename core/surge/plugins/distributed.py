@@ -7,7 +7,7 @@ launched job's exit status. The base class joins the group, shards map-style loa
 ``DistributedSampler``, and implements the collectives (``reduce``, ``reduce_async``, ``all_gather``,
 ``barrier``, ``broadcast``, ``reduce_boolean_decision``); a subclass adds what it does to the model
 (``setup_module``, ``wrap_training_step``, ``accumulation_context``) and, if it shards, to checkpoints.
-First-party strategies (surge-ddp's ``ddp``, a sharding one) and third-party ones subclass it side by side.
+First-party strategies (``ddp``, a sharding one) and third-party ones subclass it side by side.
 """
 
 from __future__ import annotations

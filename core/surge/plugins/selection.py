@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from loguru import logger
 from pydantic import ValidationError
 
@@ -15,9 +17,20 @@ from surge.config import TrainerConfig, format_validation_error
 from surge.errors import ConfigError, PluginConflictError, PluginError, ProviderError
 from surge.events import Event
 from surge.events.bus import Subscriber, Tier, Timing, timing
+from surge.events.hooks import PROJECT
 from surge.events.protocols import CheckpointIO, Tuner, missing_members, role_problem
 from surge.plugins import ROLE_PROTOCOLS, Catalog, PluginRecord
-from surge.plugins._first_party import PRECISION_NAMES, SERVED_BY, SYNONYMS, install_hint
+from surge.plugins._first_party import (
+    CALLBACK_HINT,
+    LEGACY_MODULE_HOOKS,
+    LIGHTNING,
+    LIGHTNING_PLUGINS,
+    PRECISION_NAMES,
+    SERVED_BY,
+    SLOT_DISTRIBUTIONS,
+    SYNONYMS,
+    install_hint,
+)
 from surge.plugins.backends import Accelerator, Precision, Strategy, api_names
 from surge.settings import SurgeSettings
 
@@ -206,10 +219,65 @@ def _add_instance(req: Requests, obj: object, where: str, problems: list[tuple[s
     req.instances.append((where, obj))
 
 
-Adapter = Callable[[object, bool], object]
-"""What joins the bus for an object passed in (``False``) or built by a plugin (``True``): the object itself, or
-an adapter standing for it (whose ``__wrapped__`` is the object). Raises :class:`PluginError` for an object that
-would handle nothing. The engine supplies it (Lightning-style callbacks are the engine's to adapt)."""
+def subscriber_for(obj: object, catalog: Catalog, built_by_plugin: bool = False) -> object:
+    """What joins the bus for an object passed in ``callbacks=``/``plugins=``/``logger=`` (or, ``built_by_plugin``,
+    one a plugin's factory built): what its ``__surge_subscriber__()`` returns when it has that method (its adapter,
+    whose ``__wrapped__`` is it); else the object itself (a plugin built, or one with ``@surge.hookimpl``
+    handlers); else the first installed plugin's ``adapter`` that takes it (``surge.Plugin(adapter=...)``).
+    Raises :class:`PluginError` for an object that would handle nothing, naming what would run it."""
+    what = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if inspect.isfunction(inspect.getattr_static(obj, "__surge_subscriber__", None)):
+        return obj.__surge_subscriber__()  # type: ignore[attr-defined]  # it names its adapter
+    if built_by_plugin:
+        return obj
+    if isinstance(obj, torch.nn.Module):
+        kind = "Module" if callable(getattr(obj, "training_step", None)) else "torch.nn.Module"
+        raise PluginError(f"{what} is a {kind}, not a callback: pass it to trainer.fit(model)")
+    for base, slot in ((Accelerator, "accelerator"), (Strategy, "strategy"), (Precision, "precision")):
+        if isinstance(obj, base):
+            raise PluginError(
+                f"{what} is a {base.__name__}: choose it with Trainer({slot}=...), not in a list of plugins"
+            )
+    if any(getattr(inspect.getattr_static(obj, n, None), f"{PROJECT}_impl", None) for n in dir(obj)):
+        return obj  # a Surge plugin: the bus checks its handlers (and refuses unmarked ones named after events)
+    for record in catalog.loaded():
+        adapter = record.plugin.adapter if record.plugin is not None else None
+        if adapter is not None:
+            try:
+                adapted = adapter(obj)
+            except PluginError:
+                raise
+            except Exception as exc:
+                raise PluginError(f"{record.describe()}'s adapter failed on {what}: {exc}") from exc
+            if adapted is not None:
+                return adapted
+    if callable(getattr(obj, "surge_checkpoint_path", None)):
+        raise PluginError(
+            f"{what} has a surge_checkpoint_path method, which Surge no longer calls: resolve ckpt_path aliases in "
+            "a handler, @surge.hookimpl def checkpoint_path(self, event): return self.surge_checkpoint_path("
+            "event.alias) (docs/events.md, 'Questions')"
+        )
+    hooks = sorted(n for n in dir(obj) if n.startswith("on_") and inspect.isroutine(getattr(obj, n, None)))
+    if hooks:
+        adapters = [r.describe() for r in catalog.loaded() if r.plugin is not None and r.plugin.adapter is not None]
+        held = [r for r in catalog.records.values() if r.name == LIGHTNING_PLUGINS["adapter"] and not r.plugin]
+        if adapters:
+            runs = f"no installed adapter ({', '.join(adapters)}) takes it"
+        elif held:
+            runs = f"{held[0].describe()} adapts such objects but is {held[0].status}: {held[0].reason}"
+            runs += _how_to_load(held[0], held[0].name)
+        else:
+            runs = f"no installed plugin adapts such objects: {CALLBACK_HINT}"
+        raise PluginError(
+            f"{what} has hook methods ({', '.join(hooks[:3])}{', ...' if len(hooks) > 3 else ''}) but no "
+            f"@surge.hookimpl handler, so nothing would call them; {runs}. A Surge plugin marks methods named after "
+            "events (train_epoch_end, without 'on_') with @surge.hookimpl (docs/plugins.md)"
+        )
+    raise PluginError(
+        f"{what} handles nothing: it has no @surge.hookimpl handler and no __surge_subscriber__(), so nothing would "
+        "ever call it. A Surge plugin marks methods named after events with @surge.hookimpl (docs/plugins.md); "
+        f"{CALLBACK_HINT}"
+    )
 
 
 def _instance_tier(obj: object) -> Tier:
@@ -252,9 +320,10 @@ def roles_filled(req: Requests) -> tuple[dict[str, str], list[tuple[str, str]]]:
     return filled, problems
 
 
-def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber]:
-    """Build the participants and observers that are on, in a deterministic order. A default plugin whose role
-    an object passed in fills stands aside (is not built) unless the run names it."""
+def activate(catalog: Catalog, req: Requests) -> list[Subscriber]:
+    """Build the participants and observers that are on, in a deterministic order, each object joining through
+    :func:`subscriber_for`. A default plugin whose role an object passed in fills stands aside (is not built)
+    unless the run names it."""
     problems: list[tuple[str, str]] = list(req.problems)
     filled, role_problems = roles_filled(req)
     problems += role_problems
@@ -302,7 +371,7 @@ def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber
             )
             continue
         try:
-            obj = adapt(obj, True)  # a plugin written as a Lightning callback
+            obj = subscriber_for(obj, catalog, built_by_plugin=True)  # one written for another framework: adapted
         except PluginError as exc:
             problems.append((f"trainer.plugins.{record.name}", f"{record.describe()}: {exc}"))
             continue
@@ -312,7 +381,7 @@ def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber
     instances = []
     for where, passed in req.instances:
         try:
-            instances.append(adapt(passed, False))
+            instances.append(subscriber_for(passed, catalog))
         except PluginError as exc:
             problems.append((where, str(exc)))
     if problems:
@@ -329,10 +398,74 @@ def activate(catalog: Catalog, req: Requests, adapt: Adapter) -> list[Subscriber
     return subscribers
 
 
+def module_claims(catalog: Catalog) -> dict[str, PluginRecord]:
+    """Module method name -> the loaded plugin that claims it (``surge.Plugin(module_hooks=...)``); two claiming
+    one method is a conflict naming both."""
+    claims: dict[str, PluginRecord] = {}
+    for record in catalog.loaded():
+        assert record.plugin is not None
+        for method in record.plugin.module_hooks:
+            if method in claims:
+                raise PluginConflictError(
+                    f"{claims[method].describe()} and {record.describe()} both claim the Module method '{method}'; "
+                    "uninstall one, or block it with SURGE_DISABLE_PLUGINS"
+                )
+            claims[method] = record
+    return claims
+
+
+def module_plugins(
+    catalog: Catalog, claims: Mapping[str, PluginRecord], module: object, settings: Mapping[str, Mapping[str, Any]]
+) -> list[Subscriber]:
+    """The plugins a run adds for its Module: each plugin claiming a method ``module`` defines, built with the
+    settings of every claimed method it defines (under those ``plugins=`` gave it, ``settings``). A Module
+    defining an older API's hook that no loaded plugin claims is a :class:`ConfigError` naming the hook, its
+    replacement and the distribution that runs it."""
+    defined = [name for name in (*claims, *LEGACY_MODULE_HOOKS) if callable(getattr(module, name, None))]
+    if not defined:
+        return []
+    owner = type(module).__name__
+    problems: list[tuple[str, str]] = []
+    asked: dict[str, tuple[PluginRecord, dict[str, Any]]] = {}
+    for name in dict.fromkeys(defined):
+        record = claims.get(name)
+        if record is None:
+            held = [r for r in catalog.records.values() if r.name == LIGHTNING_PLUGINS["module_hooks"] and not r.plugin]
+            why = (
+                f"{held[0].describe()} runs it but is {held[0].status}: {held[0].reason}{_how_to_load(held[0], held[0].name)}"
+                if held
+                else f"`pip install {LIGHTNING}` runs it"
+            )
+            problems.append(
+                (
+                    f"{owner}.{name}",
+                    f"is a Lightning 1.x hook that Lightning 2 removed, and no installed plugin runs it: write "
+                    f"{LEGACY_MODULE_HOOKS[name]}(self) instead, with what you need collected in the step method; "
+                    f"or {why}",
+                )
+            )
+            continue
+        assert record.plugin is not None
+        asked.setdefault(record.name, (record, {}))[1].update(record.plugin.module_hooks[name])
+    if problems:
+        raise ConfigError(problems, "the Module")
+    subscribers = []
+    for name, (record, merged) in asked.items():
+        plugin = record.plugin
+        assert plugin is not None
+        try:
+            obj = subscriber_for(plugin.build({**merged, **settings.get(name, {})}), catalog, built_by_plugin=True)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, f"trainer.plugins.{name}", model=plugin.config)) from None
+        tier = Tier.OBSERVER if plugin.kind == "observer" else Tier.PARTICIPANT
+        subscribers.append(Subscriber(name, obj, tier, record.distribution, record.version))
+    return subscribers
+
+
 def _is_on(record: PluginRecord, req: Requests) -> bool:
     plugin = record.plugin
     assert plugin is not None
-    if record.name in req.off:
+    if record.name in req.off or plugin.module_hooks:  # module_hooks: on for the runs whose Module asks
         return False
     if plugin.role == "logger" and req.loggers is not None:
         return record.name in req.loggers
@@ -412,7 +545,9 @@ def resolve_providers(
     elif isinstance(accelerator_arg, str):
         if accelerator_arg not in accelerators:
             catalog.clash("accelerator", accelerator_arg)
-            raise ProviderError(_missing("accelerator", accelerator_arg, accelerators, "surge-devices", catalog))
+            raise ProviderError(
+                _missing("accelerator", accelerator_arg, accelerators, SLOT_DISTRIBUTIONS["accelerator"], catalog)
+            )
         cls = accelerators[accelerator_arg][0]
         if isinstance(cls, type) and issubclass(cls, Accelerator) and not cls.is_available():
             raise ProviderError(
@@ -439,7 +574,8 @@ def resolve_providers(
             if (len(indices) > 1 or config.num_nodes > 1) and "ddp" not in strategies:
                 raise ProviderError(
                     f"trainer.strategy: devices={config.devices!r} and num_nodes={config.num_nodes} need a "
-                    "distributed strategy; install one (`pip install surge-ddp`) and pass strategy='ddp'"
+                    f"distributed strategy; install one (`pip install {SLOT_DISTRIBUTIONS['distributed']}`) and pass "
+                    "strategy='ddp'"
                 )
             if len(indices) > 1 or config.num_nodes > 1:  # an argument to add, not a plugin to install
                 raise ConfigError(
@@ -454,7 +590,7 @@ def resolve_providers(
             name = "single_device"
         if name not in strategies:
             catalog.clash("strategy", name)
-            raise ProviderError(_missing("strategy", name, strategies, "surge-devices or surge-ddp", catalog))
+            raise ProviderError(_missing("strategy", name, strategies, SLOT_DISTRIBUTIONS["strategy"], catalog))
         factory, record = strategies[name]
         strategy = factory(accelerator, indices, config.num_nodes)
         configure(strategy, record, given.get(record.name))
@@ -492,7 +628,7 @@ def resolve_providers(
         if key not in precisions:
             catalog.clash("precision", key)
             meant = SYNONYMS["precision"].get(key, key)
-            package = "surge-precision" if meant in PRECISION_NAMES else ""
+            package = SLOT_DISTRIBUTIONS["precision"] if meant in PRECISION_NAMES else ""
             raise ProviderError(_missing("precision", key, precisions, package, catalog))
         cls, record = precisions[key]
         precision = cls()
@@ -531,7 +667,7 @@ def choose_auto(accelerators: Mapping[str, tuple[Any, PluginRecord]], catalog: C
             if cls.is_available():
                 candidates.append((priority, name, record))
     if not candidates:
-        raise ProviderError(_missing("accelerator", "auto", accelerators, "surge-devices", catalog))
+        raise ProviderError(_missing("accelerator", "auto", accelerators, SLOT_DISTRIBUTIONS["accelerator"], catalog))
     top = max(priority for priority, _, _ in candidates)
     best = [(name, record) for priority, name, record in candidates if priority == top]
     if len(best) > 1:
@@ -672,7 +808,7 @@ def _resolve_profiler(catalog: Catalog, arg: Any, subscribers: list[Subscriber])
         profilers = catalog.providers("profiler")
         if arg not in profilers:
             catalog.clash("profiler", arg)
-            raise ProviderError(_missing("profiler", arg, profilers, "surge-profilers", catalog))
+            raise ProviderError(_missing("profiler", arg, profilers, SLOT_DISTRIBUTIONS["profiler"], catalog))
         profiler, sub = _build("profiler", arg, profilers, {})
         subscribers.append(sub)
         return profiler

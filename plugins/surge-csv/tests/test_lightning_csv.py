@@ -1,4 +1,4 @@
-"""Lightning's ``CSVLogger`` (``surge.compat.loggers.CSVLogger``, from ``surge_csv.lightning``): its directories,
+"""Lightning's ``CSVLogger`` (``surge_lightning.pytorch.loggers.CSVLogger``, from ``surge_csv.lightning``): its directories,
 ``metrics.csv`` columns and rows and ``hparams.yaml`` in real fits. Its side-by-side comparison with Lightning's is
 ``tests/test_porting.py``'s ``loggers.py``."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import surge
-from surge.compat.loggers import CSVLogger
 from surge.testing import TinyDataModule, TinyModule
+from surge_lightning.pytorch.loggers import CSVLogger
 
 
 def rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:

@@ -1,4 +1,4 @@
-"""Lightning's ``MLFlowLogger`` (``surge.compat.loggers.MLFlowLogger``, from ``surge_mlflow.lightning``) in real
+"""Lightning's ``MLFlowLogger`` (``surge_lightning.pytorch.loggers.MLFlowLogger``, from ``surge_mlflow.lightning``) in real
 fits, into the session's SQLite tracking store, read back with an ``MlflowClient``: its run, params, metrics,
 status and checkpoints, and the arguments that name an existing run or a store."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.compat.loggers import MLFlowLogger
 from surge.testing import TinyDataModule, TinyModule
+from surge_lightning.pytorch.loggers import MLFlowLogger
 from surge_mlflow import TrackingStoreError
 
 

@@ -1,4 +1,4 @@
-"""Lightning's ``TensorBoardLogger`` (``surge.compat.loggers.TensorBoardLogger``, from ``surge_tensorboard.lightning``):
+"""Lightning's ``TensorBoardLogger`` (``surge_lightning.pytorch.loggers.TensorBoardLogger``, from ``surge_tensorboard.lightning``):
 its directories, arguments and records in real fits, read back with TensorBoard's reader. Its side-by-side
 comparison with Lightning's is ``tests/test_porting.py``'s ``loggers.py``."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.compat.loggers import TensorBoardLogger
 from surge.testing import TinyDataModule, TinyModule
+from surge_lightning.pytorch.loggers import TensorBoardLogger
 from tensorboard.plugins.hparams import api_pb2
 
 

@@ -1,4 +1,4 @@
-"""Lightning's ``WandbLogger`` (``surge.compat.loggers.WandbLogger``, from ``surge_wandb.lightning``) in real fits
+"""Lightning's ``WandbLogger`` (``surge_lightning.pytorch.loggers.WandbLogger``, from ``surge_wandb.lightning``) in real fits
 and direct calls, wandb offline, read back from the ``.wandb`` transaction logs wandb wrote (see conftest): the
 run, its config, rows and axis, media, checkpoint artifacts, and the arguments. Side by side with Lightning's:
 ``tests/test_porting.py`` (``wandb_logger.py``)."""
@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.compat import rank_zero_only
-from surge.compat.loggers import WandbLogger
 from surge.testing import TinyDataModule, TinyModule
 from surge_checkpoint import ModelCheckpoint
+from surge_lightning.pytorch.loggers import WandbLogger
+from surge_lightning.pytorch.utilities import rank_zero_only
 from surge_wandb import WandbError
 
 

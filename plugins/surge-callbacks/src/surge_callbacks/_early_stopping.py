@@ -128,10 +128,11 @@ class EarlyStopping:
         return f"early_stopping[monitor={self.monitor},mode={self.mode}]"
 
     @property
-    def lightning_state_key(self) -> str:
-        """The key Lightning's EarlyStopping with this monitor and mode keeps its (same-shaped) state under: a
-        ``fit(ckpt_path=...)`` of a Lightning checkpoint restores this instance from it."""
-        return f"EarlyStopping{ {'monitor': self.monitor, 'mode': self.mode}!r}"
+    def state_key_aliases(self) -> tuple[str]:
+        """The key Lightning's EarlyStopping with this monitor and mode keeps its (same-shaped) state under
+        (``state_key_aliases``, docs/plugins.md): a ``fit(ckpt_path=...)`` of a converted Lightning checkpoint
+        restores this instance from it."""
+        return (f"EarlyStopping{ {'monitor': self.monitor, 'mode': self.mode}!r}",)
 
     @property
     def surge_name(self) -> str:

@@ -192,9 +192,10 @@ class ModelCheckpoint:
         return f"{type(self).__qualname__}{key!r}"
 
     @property
-    def lightning_state_key(self) -> str:
-        """The key Lightning's ModelCheckpoint with these settings keeps its state under: a ``fit(ckpt_path=...)``
-        of a Lightning checkpoint restores this instance from it (best_model_path and score, top-k)."""
+    def state_key_aliases(self) -> tuple[str]:
+        """The key Lightning's ModelCheckpoint with these settings keeps its state under (``state_key_aliases``,
+        docs/plugins.md): a ``fit(ckpt_path=...)`` of a converted Lightning checkpoint restores this instance from
+        it (best_model_path and score, top-k)."""
         key = {
             "monitor": self.monitor,
             "mode": self.mode,
@@ -202,7 +203,7 @@ class ModelCheckpoint:
             "every_n_epochs": self.every_n_epochs,
             "train_time_interval": self.train_time_interval,
         }
-        return f"ModelCheckpoint{key!r}"
+        return (f"ModelCheckpoint{key!r}",)
 
     @property
     def surge_name(self) -> str:

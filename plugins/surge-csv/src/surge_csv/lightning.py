@@ -1,4 +1,4 @@
-"""Lightning's ``CSVLogger`` (``surge.compat.loggers.CSVLogger``): Lightning's arguments, directories and file
+"""Lightning's ``CSVLogger`` (``surge_lightning.pytorch.loggers.CSVLogger``): Lightning's arguments, directories and file
 columns, written with this plugin's metrics file (:class:`surge_csv._file.MetricsFile`).
 
 ``save_dir/name/version_N`` gets ``metrics.csv`` (columns sorted, ``step`` among them, one row per
@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import fsspec
-from surge.compat import rank_zero_only, rank_zero_warn
-from surge.compat.loggers import VersionedLogger, rank_zero_experiment, save_hparams_to_yaml
+from surge.rank_zero import rank_zero_only, rank_zero_warn
+from surge_lightning.file_loggers import VersionedLogger
+from surge_lightning.pytorch.core.saving import save_hparams_to_yaml
+from surge_lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from surge_csv._file import MetricsFile
 

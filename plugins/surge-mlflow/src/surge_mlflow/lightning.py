@@ -1,4 +1,4 @@
-"""Lightning's ``MLFlowLogger`` (``surge.compat.loggers.MLFlowLogger``): Lightning's arguments and methods,
+"""Lightning's ``MLFlowLogger`` (``surge_lightning.pytorch.loggers.MLFlowLogger``): Lightning's arguments and methods,
 written through this plugin's tracking store (:class:`surge_mlflow._store.Store`, every write synchronous and
 every failure naming the store).
 
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import surge
-from surge.compat import rank_zero_only, rank_zero_warn
-from surge.compat.loggers import Logger, rank_zero_experiment
+from surge.rank_zero import rank_zero_only, rank_zero_warn
+from surge_lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
 
 from surge_mlflow import _names
 from surge_mlflow._logger import TrackingStoreError

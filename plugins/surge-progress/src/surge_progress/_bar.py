@@ -100,6 +100,7 @@ class ProgressBar:
     """
 
     surge_name = "progress"
+    surge_callback_role = "progress"  # passed in callbacks=, it replaces the default plugin
     surge_kind = "observer"
 
     @surge.validated

@@ -246,6 +246,7 @@ class ModelSummary:
     """
 
     surge_name = "model_summary"
+    surge_callback_role = "model_summary"  # passed in callbacks=, it replaces the default plugin
     surge_kind = "observer"
 
     @surge.validated(check=_one_depth)

@@ -1,4 +1,4 @@
-"""Lightning's ``TensorBoardLogger`` (``surge.compat.loggers.TensorBoardLogger``): Lightning's arguments,
+"""Lightning's ``TensorBoardLogger`` (``surge_lightning.pytorch.loggers.TensorBoardLogger``): Lightning's arguments,
 directories and methods, written with this plugin's TensorBoard records (:mod:`surge_tensorboard._tb`).
 
 Event files go to ``save_dir/name/version_N[/sub_dir]``, N the next free version when the run starts, as in
@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import fsspec
 import surge
-from surge.compat import rank_zero_only, rank_zero_warn
-from surge.compat.loggers import VersionedLogger, rank_zero_experiment, save_hparams_to_yaml
+from surge.rank_zero import rank_zero_only, rank_zero_warn
+from surge_lightning.file_loggers import VersionedLogger
+from surge_lightning.pytorch.core.saving import save_hparams_to_yaml
+from surge_lightning.pytorch.loggers.logger import rank_zero_experiment
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter

@@ -1,4 +1,4 @@
-"""Lightning's ``WandbLogger`` (``surge.compat.loggers.WandbLogger``): Lightning's arguments and methods, on wandb's
+"""Lightning's ``WandbLogger`` (``surge_lightning.pytorch.loggers.WandbLogger``): Lightning's arguments and methods, on wandb's
 own client, as this plugin's logger.
 
 As Lightning's: the run is made on first use of ``experiment`` (the Trainer's setup, or sooner by your code) with
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import surge
 from surge import checkpoint
-from surge.compat import rank_zero_only, rank_zero_warn
-from surge.compat.loggers import Logger, rank_zero_experiment
+from surge.rank_zero import rank_zero_only, rank_zero_warn
+from surge_lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
 
 from surge_wandb._logger import _ARTIFACT_NAME, STEP_METRIC, WandbError, _first_line
 

@@ -1,10 +1,10 @@
-"""Small helpers Lightning programs import from ``lightning.pytorch.utilities`` and ``lightning.pytorch.cli``."""
+"""``lightning.pytorch.utilities.grads``: :func:`grad_norm`."""
 
 from __future__ import annotations
 
 import torch
 
-from surge._rank_zero import rank_zero_only
+__all__ = ["grad_norm"]
 
 
 def grad_norm(module: torch.nn.Module, norm_type: float | int | str) -> dict[str, torch.Tensor]:
@@ -23,9 +23,3 @@ def grad_norm(module: torch.nn.Module, norm_type: float | int | str) -> dict[str
     if norms:
         norms[f"grad_{p}_norm_total"] = torch.stack(list(norms.values())).norm(p)
     return norms
-
-
-@rank_zero_only
-def cli_lightning_logo() -> None:
-    """What Lightning's examples print before their CLI runs; here a one-line Surge banner (rank zero only)."""
-    print("Surge: a PyTorch training engine (running a Lightning program through surge.compat)")

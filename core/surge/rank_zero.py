@@ -1,5 +1,6 @@
-"""Lightning's rank-zero helpers (``lightning.pytorch.utilities``): run a function, log or warn on the process of
-global rank zero only, so that a message or a file is written once per job, not once per process."""
+"""Rank-zero helpers: run a function, log or warn on the process of global rank zero only, so that a message or a
+file is written once per job, not once per process. Public: plugins use
+them, and the Trainer sets :data:`rank_zero_only`'s ``rank`` to its global rank when a run starts."""
 
 from __future__ import annotations
 

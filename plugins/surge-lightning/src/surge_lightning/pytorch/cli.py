@@ -1,4 +1,4 @@
-"""``surge.compat.LightningCLI``: Lightning's command-line front end, on Surge's run configs.
+"""``lightning.pytorch.cli``: ``LightningCLI``, Lightning's command-line front end, on Surge's run configs.
 
 A script written for Lightning's ``LightningCLI(MyModel, MyDataModule)`` runs with its import changed::
 
@@ -21,16 +21,16 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import surge
 from loguru import logger
-
-from surge._logging import configure_logging
-from surge.cli import runconfig
-from surge.cli.runconfig import ClassSpec, Layer, Path, RunConfig, _class_section, _Problems
-from surge.engine.module import DataModule, Module
-from surge.engine.trainer import Trainer
+from surge import DataModule, Module, configure_logging, hookimpl, seed_everything
+from surge.cli import options_reference, runconfig
+from surge.cli.runconfig import ClassSpec, Layer, Path, Problems, RunConfig, class_section
 from surge.errors import ConfigError, SurgeError
-from surge.events.hooks import hookimpl
-from surge.seed import SEED_ENV, seed_everything
+from surge.seed import SEED_ENV
+
+from surge_lightning.pytorch.callbacks.callback import Callback
+from surge_lightning.pytorch.trainer.trainer import Trainer
 
 __all__ = ["LightningCLI", "LightningArgumentParser", "SaveConfigCallback"]
 
@@ -81,7 +81,7 @@ class LightningArgumentParser:
 
     def __getattr__(self, name: str) -> Any:  # add_lightning_class_args, add_optimizer_args, ...
         raise AttributeError(
-            f"LightningArgumentParser.{name} is not available in surge.compat.LightningCLI, whose parser offers "
+            f"LightningArgumentParser.{name} is not available in surge_lightning.pytorch.cli.LightningCLI, whose parser offers "
             "set_defaults and link_arguments (docs/porting.md, section LightningCLI)"
         )
 
@@ -152,7 +152,7 @@ class LightningCLI:
         datamodule_class: type[DataModule] | None = None,
         save_config_callback: type[SaveConfigCallback] | None = SaveConfigCallback,
         save_config_kwargs: dict[str, Any] | None = None,
-        trainer_class: type[Trainer] | Callable[..., Trainer] = Trainer,
+        trainer_class: type[surge.Trainer] | Callable[..., surge.Trainer] = Trainer,
         trainer_defaults: dict[str, Any] | None = None,
         seed_everything_default: bool | int = True,
         parser_kwargs: dict[str, Any] | None = None,
@@ -263,7 +263,7 @@ class LightningCLI:
     def after_instantiate_classes(self) -> None:
         """Runs after the model, data module and Trainer are built."""
 
-    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+    def instantiate_trainer(self, **kwargs: Any) -> surge.Trainer:
         run = self._run_config
         callbacks = [spec.build() for spec in self._callbacks]
         extra = self.trainer_defaults.get("callbacks") or []
@@ -352,13 +352,11 @@ class LightningCLI:
             if subclass:
                 lines.append(f"  --{key}=CLASS_PATH     the class; --{key}.NAME=VALUE sets its init args")
             if cls is not None:
-                for name, param in runconfig._parameters(cls).items():
+                for name, param in runconfig.parameters(cls).items():
                     if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
                         default = "required" if param.default is param.empty else f"default: {param.default!r}"
                         lines.append(f"  --{key}.{name}=VALUE  ({default})")
         if detailed:
-            from surge.cli.run import options_reference
-
             lines += ["", options_reference()]
         return "\n".join(lines)
 
@@ -457,7 +455,7 @@ class LightningCLI:
         """Rewrite one layer from Lightning's shape to Surge's run config, in place: ``model: {lr: 0.1}`` is
         ``model: {init_args: {lr: 0.1}}`` for a class given, ``seed_everything: true`` Lightning's seed (the
         inherited one, or 0), a Lightning logger class a logger name."""
-        problems = _Problems(layer.where)
+        problems = Problems(layer.where)
         data = layer.data
         if data.get("seed_everything") is True:
             inherited = os.environ.get(SEED_ENV, "")
@@ -498,7 +496,7 @@ def _check_lightning(
 ) -> tuple[list[ClassSpec], dict[str, Any]]:
     """The callbacks, and the subcommand's arguments other than ``ckpt_path`` (those the Trainer's method
     takes; ``weights_only: false`` is ``trusted=True``, Lightning's defaults of the others change nothing)."""
-    check = _Problems(merged.where)
+    check = Problems(merged.where)
     for key in _UNSUPPORTED:
         if merged.data.get(key) is not None:
             check.add(
@@ -525,24 +523,23 @@ def _check_lightning(
             if class_path is None:
                 continue
             item = {**item, "class_path": class_path}
-        spec = _class_section(path, item, None, check, required=True)
+        spec = class_section(path, item, None, check, required=True)
         if spec is not None:
             specs.append(spec)
     problems += check.items
     return specs, kwargs
 
 
-def _callback_path(class_path: str, path: str, problems: _Problems) -> str | None:
+def _callback_path(class_path: str, path: str, problems: Problems) -> str | None:
     """Lightning's callbacks (``lightning.pytorch.callbacks.EarlyStopping``, or ``EarlyStopping``) are Surge's
-    counterparts, and a short name may name a subclass of ``surge.compat.Callback``; others are problems."""
+    counterparts, and a short name may name a subclass of ``Callback``; others are problems."""
     head, _, name = class_path.rpartition(".")
     lightning = head.split(".")[0] in ("lightning", "pytorch_lightning")
     if head and not lightning:
         return class_path  # the user's own: imported and checked as any class path
     if name in _CALLBACKS:
         return _CALLBACKS[name]
-    base = getattr(sys.modules.get("surge.compat"), "Callback", None)
-    found = [cls for cls in _subclasses(base) if cls.__name__ == name] if base and not head else []
+    found = [cls for cls in _subclasses(Callback) if cls.__name__ == name] if not head else []
     if len(found) == 1:
         return _class_path(found[0])
     problems.add(
@@ -554,7 +551,7 @@ def _callback_path(class_path: str, path: str, problems: _Problems) -> str | Non
     return None
 
 
-def _loggers(layer: Layer, problems: _Problems) -> None:
+def _loggers(layer: Layer, problems: Problems) -> None:
     """``trainer.logger`` naming Lightning's logger classes becomes logger names, their arguments the
     plugins' settings (``save_dir`` is ``trainer.default_root_dir``: every logger writes into the run dir)."""
     trainer = layer.data["trainer"]
@@ -610,9 +607,7 @@ def _move(where: dict[Path, str], old: Path, new: Path) -> None:
 
 
 def _load(locations: Sequence[str]) -> list[Layer]:
-    from surge.cli.run import _load_files
-
-    return _load_files(locations)  # type: ignore[no-any-return]
+    return runconfig.load_files(locations)
 
 
 def _tolerant(values: dict[str, Any], source: str) -> Layer:
@@ -644,8 +639,8 @@ def _default(section: Any, name: str, classes: Mapping[str, type]) -> Any:
     class_path = section.get("class_path") if isinstance(section, dict) else None
     cls = classes.get(class_path) if isinstance(class_path, str) else None
     if cls is None and isinstance(class_path, str):
-        cls = runconfig._import(class_path, "", _Problems({}))
-    param = runconfig._parameters(cls).get(name) if cls is not None else None
+        cls = runconfig.import_object(class_path, "", Problems({}))
+    param = runconfig.parameters(cls).get(name) if cls is not None else None
     return _MISSING if param is None or param.default is param.empty else param.default
 
 
@@ -674,8 +669,6 @@ def _plain(value: Any) -> Any:
 
 
 def _header() -> str:
-    import surge
-
     return f"# surge=={surge.__version__} (LightningCLI)\n"
 
 

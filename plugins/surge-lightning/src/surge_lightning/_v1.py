@@ -1,21 +1,22 @@
 """Lightning 1.x Trainer arguments (the seed's era): each mapped to its modern spelling, with one warning that
 names it, or refused with that spelling where no mapping is honest. docs/porting.md, "Lightning 1.x", has the
-table; :func:`translate` is applied to ``Trainer(**options)`` before they are validated."""
+table. :func:`translate` is the ``lightning`` plugin's ``surge.Plugin(translate=...)``: the core applies it to
+``Trainer(**options)`` before they are validated. What the modern arguments cannot carry
+(``resume_from_checkpoint``, ``truncated_bptt_steps``) becomes the ``lightning`` plugin's settings, served by
+:class:`LightningV1` through the plugin contract (the ``resume_path`` question, the ``setup`` event)."""
 
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import surge
 from loguru import logger
-
 from surge.config import TrainerConfig
 from surge.errors import ConfigError
 
-__all__ = ["DEFAULTS", "V1Options", "translate"]
+__all__ = ["DEFAULTS", "TRANSLATES", "LightningV1", "translate"]
 
 DEFAULTS: dict[str, Any] = {
     "gpus": None,
@@ -46,22 +47,34 @@ _ACCELERATORS = {"cuda": ("gpu", "cuda", "auto"), "tpu": ("tpu", "auto"), "cpu":
 """For an accelerator a device argument asks for, the explicit ``accelerator=`` values it agrees with."""
 
 
-@dataclass
-class V1Options:
-    """What the modern Trainer arguments cannot carry: applied by the first ``fit``."""
+TRANSLATES = (*DEFAULTS, "accelerator", "max_steps")
+"""The arguments :func:`translate` takes (those of the seed Trainer that Lightning 2 dropped, and the modern two whose
+1.x values it rewrites: ``accelerator=None`` or a backend name, ``max_steps=None``)."""
 
-    resume_from_checkpoint: str | None = None
-    truncated_bptt_steps: int = 0
+PLUGIN = "lightning"
+"""The plugin whose settings carry what the modern arguments cannot (:class:`LightningV1`)."""
 
-    def before_fit(self, model: Any, ckpt_path: str | None) -> str | None:
-        """The ``ckpt_path`` this ``fit`` uses (``resume_from_checkpoint`` for the first one, when it passes none;
-        a file that does not exist starts training from scratch, as in Lightning 1.x), and the Module's
-        ``truncated_bptt_steps`` when it sets none."""
-        if self.truncated_bptt_steps and not getattr(model, "truncated_bptt_steps", True):
-            model.truncated_bptt_steps = self.truncated_bptt_steps
-        path, self.resume_from_checkpoint = self.resume_from_checkpoint, None
-        if ckpt_path is not None or path is None:
-            return ckpt_path
+
+class LightningV1:
+    """The ``lightning`` plugin's object, active when a Lightning 1.x argument needs it: ``resume_from_checkpoint``
+    is the first ``fit``'s ``ckpt_path`` (it answers the ``resume_path`` question), ``truncated_bptt_steps`` the
+    Module's attribute when it sets none (set in ``setup``).
+
+    Args:
+        resume_from_checkpoint: The checkpoint the first ``fit`` without ``ckpt_path`` continues (a file that does
+            not exist starts training from scratch, as in Lightning 1.x).
+        truncated_bptt_steps: The Module's ``truncated_bptt_steps`` when it sets none (0).
+    """
+
+    def __init__(self, resume_from_checkpoint: str | None = None, truncated_bptt_steps: int = 0) -> None:
+        self.resume_from_checkpoint = resume_from_checkpoint
+        self.truncated_bptt_steps = truncated_bptt_steps
+
+    @surge.hookimpl
+    def resume_path(self, event: surge.events.ResumePath) -> str | None:
+        path, self.resume_from_checkpoint = self.resume_from_checkpoint, None  # the first fit only
+        if path is None:
+            return None
         import fsspec
 
         fs, local = fsspec.core.url_to_fs(path)
@@ -70,8 +83,14 @@ class V1Options:
             return None
         return path
 
+    @surge.hookimpl
+    def setup(self, event: surge.events.Setup) -> None:
+        module = event.module
+        if event.stage == "fit" and self.truncated_bptt_steps and not getattr(module, "truncated_bptt_steps", True):
+            module.truncated_bptt_steps = self.truncated_bptt_steps
 
-def translate(options: Mapping[str, Any]) -> tuple[dict[str, Any], V1Options]:
+
+def translate(options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with every Lightning 1.x argument replaced by its modern spelling; one warning lists them all.
     Raises :class:`ConfigError` for those that have no honest mapping or that contradict a modern argument."""
     legacy = {k: v for k, v in options.items() if k in DEFAULTS}
@@ -80,8 +99,8 @@ def translate(options: Mapping[str, Any]) -> tuple[dict[str, Any], V1Options]:
         legacy["accelerator"] = given.pop("accelerator")
     nones: dict[str, Any] = {k: given.pop(k) for k in ("max_steps", "accelerator") if k in given and given[k] is None}
     if not legacy and not nones:
-        return dict(options), V1Options()
-    out, v1 = _Arguments(given), V1Options()
+        return dict(options)
+    out, v1 = _Arguments(given), {}
     for key in nones:  # 1.x's spelling of the default: "no limit", "chosen from the other arguments"
         out.note(key, f"the default ({key}={TrainerConfig.model_fields[key].default!r}); drop it")
     _devices(legacy, out)
@@ -102,8 +121,8 @@ def translate(options: Mapping[str, Any]) -> tuple[dict[str, Any], V1Options]:
             out.values["callbacks"] = [*items, value]
             out.note(arg, f"callbacks=[{type(value).__name__}(...)]")
         elif arg == "resume_from_checkpoint":
-            v1.resume_from_checkpoint = os.fspath(value)
-            out.note(arg, f"trainer.fit(model, ckpt_path={v1.resume_from_checkpoint!r}), in the first fit")
+            v1[arg] = os.fspath(value)
+            out.note(arg, f"trainer.fit(model, ckpt_path={v1[arg]!r}), in the first fit")
         elif arg == "weights_summary" and value is None:
             out.put(arg, enable_model_summary=False)
         elif arg == "weights_summary" and value == "full":
@@ -129,10 +148,14 @@ def translate(options: Mapping[str, Any]) -> tuple[dict[str, Any], V1Options]:
         elif arg == "replace_sampler_ddp":
             out.put(arg, use_distributed_sampler=value)
         elif arg == "truncated_bptt_steps":
-            v1.truncated_bptt_steps = value
+            v1[arg] = value
             out.note(arg, f"the Module's truncated_bptt_steps = {value} (set by fit when the Module has none)")
     for arg in legacy.keys() - out.spelled.keys() - out.refused:
         out.note(arg, "nothing: it is Lightning 1.x's default; drop it")
+    if v1:  # what the modern arguments cannot carry: the lightning plugin's settings (LightningV1)
+        notes = dict(out.spelled)
+        out.plugin("resume_from_checkpoint" if "resume_from_checkpoint" in v1 else "truncated_bptt_steps", PLUGIN, v1)
+        out.spelled = notes
     if out.problems:
         raise ConfigError(out.problems, "Trainer arguments")
     written: dict[str, Any] = {**options, **legacy, **nones}
@@ -141,7 +164,7 @@ def translate(options: Mapping[str, Any]) -> tuple[dict[str, Any], V1Options]:
         "'Lightning 1.x'):\n{}",
         "\n".join(f"  {arg}={written[arg]!r} -> {spelled}" for arg, spelled in out.spelled.items()),
     )
-    return out.values, v1
+    return out.values
 
 
 class _Arguments:
@@ -241,27 +264,3 @@ def _gpu_devices(gpus: Any) -> Any:
             return [int(part) for part in text.split(",") if part.strip()]
         return int(text)
     return list(gpus) if isinstance(gpus, (list, tuple)) else gpus
-
-
-_warned_epoch_end: weakref.WeakKeyDictionary[type, set[str]] = weakref.WeakKeyDictionary()  # class -> methods
-
-
-def epoch_end_outputs(module: Any, method: str, loaders: int = 1) -> list[Any] | None:
-    """Lightning 1.x's ``training_epoch_end``/``validation_epoch_end``/``test_epoch_end(self, outputs)``: when the
-    Module defines ``method``, the list the loop collects the step outputs in (one list per loader for
-    evaluation), with a warning once per class; ``None`` otherwise, and nothing is collected."""
-    if not callable(getattr(module, method, None)):
-        return None
-    warned = _warned_epoch_end.setdefault(type(module), set())
-    if method not in warned:
-        warned.add(method)
-        hook = "on_train_epoch_end" if method == "training_epoch_end" else f"on_{method}"
-        logger.warning(
-            "{}.{}(outputs) is a Lightning 1.x hook (Lightning 2 removed it); Surge runs it as the seed did, with "
-            "the outputs of every step of the epoch kept in memory until its end (memory grows with the epoch). "
-            "Lightning 2's way: {}(self), with what you need collected in the step method",
-            type(module).__name__,
-            method,
-            hook,
-        )
-    return [] if method == "training_epoch_end" else [[] for _ in range(loaders)]

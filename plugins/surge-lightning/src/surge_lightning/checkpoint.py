@@ -1,9 +1,10 @@
 """Checkpoints written by Lightning 2.x, read as Surge checkpoints: :func:`from_lightning` is the one conversion.
 
+:data:`FORMAT` is this distribution's ``surge.checkpoint_formats`` entry (``lightning``):
 :func:`surge.checkpoint.load` takes a Lightning ``.ckpt`` (it has no commit marker, so its integrity cannot be
 checked) when :func:`is_lightning` recognises it, reads it with ``torch.load(weights_only=True)`` like any
 checkpoint and converts it here. Lightning saves no RNG state and no data-loader position; what else does not
-carry over is listed in the converted dict's ``lightning["not_carried"]``, which a resumed ``fit`` names in one
+carry over is listed in the converted dict's ``converted_from["not_carried"]``, which a resumed ``fit`` names in one
 warning.
 """
 
@@ -14,7 +15,9 @@ import zipfile
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["is_lightning", "from_lightning"]
+from surge.errors import CheckpointError
+
+__all__ = ["FORMAT", "LightningFormat", "is_lightning", "from_lightning"]
 
 _VERSION_KEY = "pytorch-lightning_version"
 _LIGHTNING_ONLY = {"loops", "callbacks", "hyper_parameters", "hparams_name", "hparams_type"}
@@ -34,7 +37,8 @@ def is_lightning(data: bytes) -> bool:
 
 def from_lightning(saved: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The Surge checkpoint dict of a Lightning 2.x checkpoint dict, and what could not carry over (one line
-    each). The dict also records them as ``lightning = {"version": ..., "not_carried": [...]}``.
+    each). The dict also records them as ``converted_from = {"format": "Lightning", "version": ..., "not_carried":
+    [...]}``.
 
     Carried: the weights, optimizer and LR scheduler states, epoch and global step and the loop's position
     (an epoch-end checkpoint resumes at the next epoch's start, as in Lightning; a mid-epoch one after the
@@ -69,7 +73,11 @@ def from_lightning(saved: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
         else:
             notes.append(f"the entry {key!r} (the DataModule's state or the module's on_save_checkpoint additions)")
     notes.append("the RNG states: Lightning does not save them, so random draws continue from this process's")
-    checkpoint["lightning"] = {"version": str(saved.get(_VERSION_KEY)), "not_carried": notes}
+    checkpoint["converted_from"] = {
+        "format": "Lightning",
+        "version": str(saved.get(_VERSION_KEY)),
+        "not_carried": notes,
+    }
     return checkpoint, notes
 
 
@@ -96,3 +104,21 @@ def _position(fit_loop: Mapping[str, Any], epoch: int, step: int, notes: list[st
         "Lightning saved no sampler state, so the rest of the epoch skips that many batches of a new draw"
     )
     return {**position, "current_epoch": max(started - 1, 0), "epoch_batches": done, "validated": True}
+
+
+class LightningFormat:
+    """Lightning 2.x checkpoints as a :class:`surge.checkpoint.CheckpointFormat`."""
+
+    def recognizes(self, data: bytes) -> bool:
+        return is_lightning(data)
+
+    def convert(self, saved: Any, url: str) -> dict[str, Any]:
+        if not isinstance(saved, dict) or "state_dict" not in saved:
+            raise CheckpointError(
+                f"Lightning checkpoint {url} holds no 'state_dict'; it cannot be read as a checkpoint"
+            )
+        return from_lightning(saved)[0]
+
+
+FORMAT = LightningFormat()
+"""The converter ``surge.checkpoint.load`` asks (entry point ``lightning`` of ``surge.checkpoint_formats``)."""

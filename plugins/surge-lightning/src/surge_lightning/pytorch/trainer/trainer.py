@@ -1,0 +1,118 @@
+"""``lightning.pytorch.trainer.trainer``: :class:`Trainer`."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+from typing import Any
+
+import surge
+
+from surge_lightning import _argparse
+from surge_lightning._rank import follow_rank
+
+__all__ = ["Trainer"]
+
+
+class Trainer(surge.Trainer):
+    """Lightning's ``Trainer``: a :class:`surge.Trainer` taking Lightning's arguments (and, with this distribution
+    installed, Lightning 1.x's), with the behaviour only Lightning's API has:
+
+    * **The default logger is Lightning's**: with ``logger`` left out (or ``None``/``True``), a ``TensorBoardLogger``
+      writing ``<default_root_dir>/lightning_logs/version_N`` when tensorboard is importable and surge-tensorboard is
+      installed, else a ``CSVLogger`` there (its ``.experiment`` exists), as Lightning chooses; not under
+      ``fast_dev_run`` or ``barebones``, where Lightning logs nothing either. ``surge.Trainer`` keeps Surge's default
+      (the CSV plugin's ``surge_runs/version_N``).
+    * **A second ``fit`` on a Trainer whose fit finished** returns at once with a warning that says nothing ran and
+      why, as Lightning's fit loop does (``surge.Trainer`` refuses it, saying how to train further).
+    * ``lightning_utilities``' ``rank_zero_only.rank`` follows the Trainer's global rank, as ``import lightning``
+      sets it (torchmetrics and many projects' loggers read it).
+    * **Lightning 1.x's argparse helpers** (Lightning 2 removed them): :meth:`add_argparse_args`,
+      :meth:`from_argparse_args`, :meth:`parse_argparser`.
+    """
+
+    @classmethod
+    def add_argparse_args(cls, parent_parser: Any, **kwargs: Any) -> Any:
+        """Lightning 1.x: add ``--<argument>`` for every Trainer argument (1.x's too) to ``parent_parser``."""
+        return _argparse.add_argparse_args(parent_parser, **kwargs)
+
+    @classmethod
+    def parse_argparser(cls, arg_parser: Any) -> Any:
+        """Lightning 1.x: parse the command line with ``arg_parser`` (values as :meth:`add_argparse_args` reads them)."""
+        return arg_parser.parse_args()
+
+    @classmethod
+    def from_argparse_args(cls, args: Any, **kwargs: Any) -> Trainer:
+        """Lightning 1.x: a Trainer from a parsed namespace (or a parser, or a dict): every Trainer argument in it
+        that is not at its default, then ``kwargs``; other entries (the model's) are left out."""
+        return cls(**_argparse.arguments_of(args, **kwargs))
+
+    def __init__(self, **options: Any) -> None:
+        if options.get("logger", None) in (None, True) and not _logs_nothing(options):
+            options["logger"] = _default_logger(options.get("default_root_dir"))
+        super().__init__(**options)
+        follow_rank(self.global_rank)
+        self._fit_finished: str | None = None  # why the last fit finished, while no later fit ran
+        self._idle_checkpoint: Any = None  # fast_dev_run's ModelCheckpoint: present, as Lightning's, saving nothing
+
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        """As Lightning: under ``fast_dev_run`` (which saves no checkpoint) the default ``ModelCheckpoint`` is still
+        there, idle (``best_model_path`` empty), unless ``enable_checkpointing=False``."""
+        found = super().checkpoint_callbacks
+        if found or not (self.fast_dev_run and self.config.enable_checkpointing):
+            return found
+        if self._idle_checkpoint is None:
+            from surge_lightning.pytorch.callbacks import ModelCheckpoint
+
+            self._idle_checkpoint = ModelCheckpoint()
+        return [self._idle_checkpoint]
+
+    def fit(
+        self,
+        model: Any,
+        train_dataloaders: Any = None,
+        val_dataloaders: Any = None,
+        datamodule: Any = None,
+        ckpt_path: str | None = None,
+        trusted: bool = False,
+    ) -> None:
+        if self._fit_finished is not None and ckpt_path is None:
+            warnings.warn(
+                f"Trainer.fit: nothing ran. This Trainer's fit already finished at epoch {self.current_epoch}, global "
+                f"step {self.global_step} ({self._fit_finished}), so Lightning's fit loop returns at once. To train "
+                "further, build a Trainer with higher max_epochs/max_steps and call fit(model, ckpt_path=...) with a "
+                "checkpoint of this one (trainer.save_checkpoint(path))",
+                UserWarning,
+                stacklevel=2,
+            )
+            return
+        follow_rank(self.global_rank)
+        super().fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path, trusted)
+        if self.state.status == "finished":
+            self._fit_finished = self.state.stop_reason or (
+                f"max_steps={self.max_steps} reached"
+                if 0 <= self.max_steps <= self.global_step
+                else f"max_epochs={self.max_epochs} reached"
+            )
+
+
+def _logs_nothing(options: dict[str, Any]) -> bool:
+    """Lightning replaces its loggers by a dummy under ``fast_dev_run`` and has none under ``barebones``; an
+    environment default (``SURGE_TRAINER_LOGGER``) is the user's choice."""
+    return bool(options.get("fast_dev_run")) or bool(options.get("barebones")) or "SURGE_TRAINER_LOGGER" in os.environ
+
+
+def _default_logger(default_root_dir: Any) -> Any:
+    """Lightning's default logger: ``TensorBoardLogger(save_dir=default_root_dir)`` when TensorBoard can write, else
+    ``CSVLogger(save_dir=default_root_dir)``; both write ``lightning_logs/version_N`` there."""
+    save_dir = os.fspath(default_root_dir) if default_root_dir is not None else os.getcwd()
+    tensorboard = any(importlib.util.find_spec(name) for name in ("tensorboard", "tensorboardX"))
+    if tensorboard and importlib.util.find_spec("surge_tensorboard") is not None:
+        from surge_lightning.pytorch.loggers.tensorboard import TensorBoardLogger
+
+        return TensorBoardLogger(save_dir=save_dir)
+    from surge_lightning.pytorch.loggers.csv_logs import CSVLogger
+
+    return CSVLogger(save_dir=save_dir)
