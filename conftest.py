@@ -62,3 +62,19 @@ def _no_run_directory_in_the_checkout(request: pytest.FixtureRequest) -> Iterato
             "directory (monkeypatch.chdir(tmp_path)), pass default_root_dir=tmp_path, or give MLflow an "
             "artifact_location"
         )
+
+
+_SEED_VARIABLES = ("SURGE_GLOBAL_SEED", "SURGE_SEED_WORKERS", "PL_GLOBAL_SEED", "PL_SEED_WORKERS")
+
+
+@pytest.fixture(autouse=True)
+def _seed_variables_do_not_leak() -> Iterator[None]:
+    """``seed_everything`` records the seed in the environment, where child processes (a torchrun launch, a
+    script) read it: a test's seed must not become the next test's, so each test ends with them as it found them."""
+    before = {name: os.environ.get(name) for name in _SEED_VARIABLES}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -426,9 +426,10 @@ class Step:
 
 
 class StepWindows:
-    """Counts syncs and host reads per training step: from the end of the previous batch (or the epoch's
-    start) to the end of this one, so a step includes fetching and moving its batch and every handler of its
-    end. A ``log_metrics`` of the train stage inside the window makes it a step with a write."""
+    """Counts syncs and host reads per training step: from its batch's ``train_batch_start`` (or the epoch's start)
+    to the next batch's (or the epoch's end), so a step's window holds its forward, backward and optimizer step,
+    every handler of its end, the writing of its row (which follows those handlers) and the fetching and moving of
+    the next batch. A ``log_metrics`` of the train stage inside the window makes it a step with a write."""
 
     surge_name = "gpu_check_step_windows"
     surge_kind = "observer"
@@ -437,11 +438,24 @@ class StepWindows:
         self.reads, self.syncs = reads, syncs
         self.steps: list[Step] = []
         self.where: Counter[str] = Counter()  # sync or read locations on steps without a write
+        self._step: int | None = None  # the global step of the batch whose window is open, once it has ended
         self._open()
 
     def _open(self) -> None:
         self._wrote, self._reads, self._syncs = False, self.reads.count, len(self.syncs.syncs())
         self._read_where = Counter(self.reads.where)
+        self._step = None
+
+    def _close(self) -> None:
+        if self._step is None:
+            return
+        syncs = self.syncs.syncs()
+        step = Step(self._step, self._wrote, len(syncs) - self._syncs, self.reads.count - self._reads)
+        if not step.wrote:
+            self.where.update(f"sync {s}" for s in syncs[self._syncs :])
+            self.where.update({f"read {k}": n for k, n in (self.reads.where - self._read_where).items()})
+        self.steps.append(step)
+        self._open()
 
     @surge.hookimpl
     def train_epoch_start(self, event: Any) -> None:
@@ -453,14 +467,16 @@ class StepWindows:
             self._wrote = True
 
     @surge.hookimpl
+    def train_batch_start(self, event: Any) -> None:
+        self._close()  # the previous step's window: its row is written by now
+
+    @surge.hookimpl
     def train_batch_end(self, event: Any) -> None:
-        syncs = self.syncs.syncs()
-        step = Step(event.trainer.global_step, self._wrote, len(syncs) - self._syncs, self.reads.count - self._reads)
-        if not step.wrote:
-            self.where.update(f"sync {s}" for s in syncs[self._syncs :])
-            self.where.update({f"read {k}": n for k, n in (self.reads.where - self._read_where).items()})
-        self.steps.append(step)
-        self._open()
+        self._step = event.trainer.global_step
+
+    @surge.hookimpl
+    def train_epoch_end(self, event: Any) -> None:
+        self._close()
 
 
 def _spread(values: list[int]) -> str:

@@ -140,9 +140,16 @@ def _config(tmp_path: Path, name: str, text: str) -> str:
 
 
 def _train_losses(run_dir: Path) -> int:
-    """How many training steps wrote their loss (log_every_n_steps: 1)."""
-    with open(run_dir / "metrics.csv", newline="") as f:
-        return sum(1 for row in csv.DictReader(f) if row.get("train_loss"))
+    """How many training steps wrote their loss (log_every_n_steps: 1): in metrics.csv when the run had a CSV
+    logger, else in the files of Lightning's default logger, TensorBoard."""
+    if (run_dir / "metrics.csv").exists():
+        with open(run_dir / "metrics.csv", newline="") as f:
+            return sum(1 for row in csv.DictReader(f) if row.get("train_loss"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    return len(events.Scalars("train_loss"))
 
 
 def test_fit_merges_configs_and_overrides_and_saves_the_resolved_config(tmp_path: Path) -> None:
@@ -151,7 +158,7 @@ def test_fit_merges_configs_and_overrides_and_saves_the_resolved_config(tmp_path
     small = _config(tmp_path, "small.yaml", "data:\n  size: 32\ntrainer:\n  max_epochs: 2\n")
     done = _run(script, "fit", "--config", base, "-c", small, "--trainer.max_epochs=1", "--model.lr", "0.1")
     assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "surge_runs" / "version_0"
+    run_dir = tmp_path / "lightning_logs" / "version_0"  # the default logger's, TensorBoard, as Lightning's
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["seed_everything"] == 3
     assert saved["model"] == {"hidden": 32, "lr": 0.1}  # the file, then the command line; plain init args
@@ -165,18 +172,18 @@ def test_fit_merges_configs_and_overrides_and_saves_the_resolved_config(tmp_path
 
     again = _run(script, "fit", "--config", str(run_dir / "config.yaml"))  # the saved config runs again
     assert again.returncode == 0, again.stderr
-    assert _train_losses(tmp_path / "surge_runs" / "version_1") == 2
+    assert _train_losses(tmp_path / "lightning_logs" / "version_1") == 2
 
 
 def test_validate_test_and_predict_take_the_checkpoint_and_the_seed(tmp_path: Path) -> None:
     script = _script(tmp_path, "LightningCLI(LitRegressor, RandomData, seed_everything_default=1234)")
     fitted = _run(script, "fit", "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false")
     assert fitted.returncode == 0, fitted.stderr
-    (checkpoint,) = (tmp_path / "surge_runs" / "version_0" / "checkpoints").glob("*.ckpt")
+    (checkpoint,) = (tmp_path / "lightning_logs" / "version_0" / "checkpoints").glob("*.ckpt")
     for number, command in enumerate(("validate", "test", "predict"), start=1):
         done = _run(script, command, f"--ckpt_path={checkpoint}", "--trainer.enable_progress_bar=false")
         assert done.returncode == 0, f"{command}: {done.stderr}"
-        saved = yaml.safe_load((tmp_path / "surge_runs" / f"version_{number}" / "config.yaml").read_text())
+        saved = yaml.safe_load((tmp_path / "lightning_logs" / f"version_{number}" / "config.yaml").read_text())
         assert (saved["ckpt_path"], saved["seed_everything"]) == (str(checkpoint), 1234)
 
 
@@ -200,7 +207,7 @@ def test_run_false_builds_the_objects_as_lightnings_examples_use_them(tmp_path: 
     done = _run(script, "--model.hidden=8", "--data.batch_size=32")  # no subcommand with run=False
     assert done.returncode == 0, done.stderr
     assert "max_epochs 2 hidden 8 steps 4" in done.stdout  # trainer_defaults; two epochs of two batches
-    saved = yaml.safe_load((tmp_path / "surge_runs" / "version_0" / "config.yaml").read_text())
+    saved = yaml.safe_load((tmp_path / "lightning_logs" / "version_0" / "config.yaml").read_text())
     assert saved["seed_everything"] == 1234 and saved["trainer"]["max_epochs"] == 2
 
 
@@ -232,7 +239,7 @@ def test_every_problem_at_once_with_its_line_and_nothing_written(tmp_path: Path)
     assert "data.batch_sise: unknown argument; did you mean 'batch_size'? (the command line" in done.stderr
     assert "Lightning's RichProgressBar has no counterpart in Surge" in done.stderr
     assert "(broken.yaml, line 12)" in done.stderr
-    assert not (tmp_path / "surge_runs").exists()
+    assert not (tmp_path / "surge_runs").exists() and not (tmp_path / "lightning_logs").exists()
     wrong = _run(script, "fti")
     assert wrong.returncode == 2 and "did you mean 'fit'?" in wrong.stderr
     usage = _run(script, "fit", "--help")

@@ -251,10 +251,10 @@ def test_surge_lab_over_the_project_table_is_said_with_both_names(
     finally:
         _unlog(sink)
     assert notes[0] in lines  # a warning, once per process
-    startup = next(line for line in lines if line.startswith("plugins loaded under "))
-    assert startup.startswith(
-        f"plugins loaded under the lab profile {tmp_path / 'shared.toml'} (named by SURGE_LAB or --lab, over the "
-        f"project's own {own} [tool.surge.lab]): "
+    (startup,) = [line for line in lines if " plugins active (" in line]  # the start-up line says it too
+    assert (
+        f"; lab profile {tmp_path / 'shared.toml'} (named by SURGE_LAB or --lab, over the project's own {own} "
+        "[tool.surge.lab]); `surge plugins` lists them" in startup
     )
     monkeypatch.delenv("SURGE_LAB")
     assert main(["plugins", "--lab", str(tmp_path / "shared.toml")]) == 0  # --lab is SURGE_LAB for the command

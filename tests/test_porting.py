@@ -32,7 +32,6 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge_csv import read_metrics
 
 PORTING = Path(__file__).parent / "porting"
 
@@ -156,6 +155,25 @@ def _run_dir(trainer: Any) -> str:
     return str(trainer.run_dir)
 
 
+def _logged_rows(run_dir: str) -> list[dict[str, Any]]:
+    """The scalars of a run's TensorBoard files (Lightning's default logger) as rows: one per value written, with
+    its step and the epoch logged at that step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(run_dir)
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    epochs: dict[int, int] = {}
+    for event in events.Scalars("epoch") if "epoch" in tags else []:
+        epochs.setdefault(event.step, int(event.value))
+    return [
+        {"step": e.step, "epoch": epochs.get(e.step), tag: e.value}
+        for tag in tags
+        if tag != "epoch"
+        for e in events.Scalars(tag)
+    ]
+
+
 def _checkpoints(directory: str) -> list[str]:
     return sorted(str(p) for p in Path(directory).glob("*.ckpt"))
 
@@ -253,7 +271,7 @@ def test_readme_autoencoder_trains_validates_tests_and_predicts(tmp_path: Path) 
     assert isinstance(model, surge.Module) and type(model).__name__ == "LitAutoEncoder"
     assert trainer.current_epoch == 3 and trainer.global_step == 3 * 8
 
-    rows = read_metrics(_run_dir(trainer))
+    rows = _logged_rows(_run_dir(trainer))  # Lightning's default logger: TensorBoard
     train_loss = [(r["epoch"], r["train_loss"]) for r in rows if r.get("train_loss") is not None]
     assert len(train_loss) == 3 * 8  # self.log("train_loss", loss) in training: every step (log_every_n_steps=1)
     first = sum(v for e, v in train_loss if e == 0) / 8
@@ -295,7 +313,7 @@ def test_docs_classifier_with_datamodule_hparams_and_plateau_scheduler(tmp_path:
     assert isinstance(scheduler.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
     assert scheduler.monitor == "val_loss" and scheduler.scheduler.last_epoch == 4  # stepped once per epoch
 
-    rows = read_metrics(_run_dir(trainer))
+    rows = _logged_rows(_run_dir(trainer))  # Lightning's default logger: TensorBoard
     columns = {k for r in rows for k, v in r.items() if v is not None}
     assert {"train_loss_step", "train_loss_epoch", "val_loss", "val_acc", "test_acc"} <= columns
     assert "hidden_dim: 32" in (Path(_run_dir(trainer)) / "hparams.yaml").read_text()

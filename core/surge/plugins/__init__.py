@@ -267,7 +267,7 @@ class Catalog:
         failed = sum(r.status == "failed" for r in self.records.values())
         line = f"{len(names)} plugin{'s' if len(names) != 1 else ''} active ({shown or 'none'}) of {len(self.records)} installed"
         line += f", {failed} failed to load" if failed else ""
-        lab = f"lab profile {self.lab}" if self.lab else "no lab profile"
+        lab = f"lab profile {self.lab}{self.lab_note}" if self.lab else "no lab profile"
         return f"{line}; {lab}; `surge plugins` lists them (SURGE_LOG_LEVEL=DEBUG logs their files)"
 
     def summary(self) -> str:

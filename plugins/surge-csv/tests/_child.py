@@ -2,8 +2,8 @@
 
 ``_child.py ROOT MAX_EPOCHS [last]`` trains :class:`Growing` for ``MAX_EPOCHS`` epochs of 8 batches, writing
 every step (``log_every_n_steps=1``) with the default plugins (csv logger, checkpoint each epoch), resuming
-from ``"last"`` when asked. It prints ``run RUN_DIR`` once training starts, then ``ready`` at the start of
-epoch 2, and from there sleeps a little in every step so that the parent can kill it mid-epoch.
+from ``"last"`` when asked. It prints ``run RUN_DIR`` once training starts, then ``ready`` once the first row of
+epoch 2 is written, and from there sleeps a little in every step so that the parent can kill it mid-epoch.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ class Announce:
         print(f"run {event.trainer.run_dir}", flush=True)
 
     @surge.hookimpl
-    def train_epoch_start(self, event) -> None:
-        if event.epoch == 2:
+    def train_batch_start(self, event) -> None:
+        if event.trainer.current_epoch == 2 and event.batch_idx == 1:  # epoch 2's first row is written
             print("ready", flush=True)
 
 

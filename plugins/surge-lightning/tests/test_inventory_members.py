@@ -524,4 +524,4 @@ def test_save_hparams_to_yaml_as_lightning(tmp_path: Path) -> None:
     ours(tmp_path / "ours.yaml", params)
     theirs(tmp_path / "theirs.yaml", params)
     read = {name: yaml.unsafe_load((tmp_path / f"{name}.yaml").read_text()) for name in ("ours", "theirs")}
-    assert read["ours"] == lists(read["theirs"]) and read["theirs"]["layers"] == (2, 3)
+    assert read["ours"] == lists(read["theirs"]) and read["ours"]["layers"] == [2, 3]

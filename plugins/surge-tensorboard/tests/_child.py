@@ -38,7 +38,7 @@ class Ready:
             self._report(event.trainer)
 
     @surge.hookimpl
-    def train_batch_end(self, event) -> None:
+    def train_batch_start(self, event) -> None:  # the next batch's: a step's row is written after its batch end
         if event.trainer.global_step == self.step:
             if self.mode == "self":
                 os.kill(os.getpid(), signal.SIGKILL)
