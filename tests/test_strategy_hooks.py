@@ -86,26 +86,75 @@ def test_a_single_process_makes_no_agreement_collective(tmp_path: Any) -> None:
     assert strategy.flag_reductions == 0
 
 
+def _every(strategy: Recording, interval: int) -> Recording:
+    strategy.agreement_interval = interval
+    return strategy
+
+
+# The flags of an agreement are [interrupted, should_stop, holds no checkpoint request]; ``others(n)`` answers for
+# the other rank in the n-th agreement. TinyDataModule has 8 training batches an epoch; with an interval of 2 the
+# ranks start an agreement after batches 2, 4, 6 and 8 of the run (applied one batch later) and agree at once at
+# every epoch's end.
+
+
 def test_a_stop_decided_on_another_rank_stops_this_one_at_the_same_step(tmp_path: Any) -> None:
-    # [interrupted, should_stop, -has_checkpoint_request]: another rank asks to stop in its 3rd step; the
-    # agreement started at that boundary overlaps step 4 and is applied after it, on every rank alike
-    strategy = Recording(world=2, others=lambda n: [0, int(n == 3), -1])
+    # the other rank asks to stop before its 4th batch ends: the agreement started after batch 4 carries it,
+    # overlaps batch 5 and is applied after it, on every rank alike
+    strategy = _every(Recording(world=2, others=lambda n: [0, int(n == 2), 1]), 2)
     trainer = _trainer(tmp_path, strategy, max_epochs=2, limit_val_batches=0)
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
-    assert trainer.global_step == 4 and trainer.should_stop
-    assert strategy.flag_reductions == 5  # one per step boundary (4), one after the epoch; none later
+    assert trainer.global_step == 5 and trainer.should_stop
+    assert trainer.state.stop_reason == "stop requested on another process"
+    assert strategy.flag_reductions == 3  # after batches 2 and 4, at the cut epoch's end; none later
+
+
+def test_no_collective_of_its_own_on_every_step(tmp_path: Any) -> None:
+    # the default interval (16): over 2 epochs of 8 batches, one agreement after batch 16 and one per epoch end,
+    # where one per batch boundary (18) was made before
+    strategy = Recording(world=2, others=lambda n: [0, 0, 1])
+    trainer = _trainer(tmp_path, strategy, max_epochs=2, limit_val_batches=0)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    assert trainer.global_step == 16 and strategy.agreement_interval == 16
+    assert strategy.flag_reductions == 3
+
+
+def test_a_stop_of_this_rank_waits_for_the_agreement(tmp_path: Any) -> None:
+    # this rank alone asks to stop in its 3rd batch: it trains on, as the other rank does, until the
+    # agreement started after batch 4 is applied after batch 5; the reason it gave stays
+    class Stopping(TinyModule):
+        def on_train_batch_end(self, trainer: surge.Trainer) -> None:
+            if trainer.global_step == 3:
+                trainer.request_stop("enough")
+
+    strategy = _every(Recording(world=2, others=lambda n: [0, 0, 1]), 2)
+    trainer = _trainer(tmp_path, strategy, max_epochs=2, limit_val_batches=0)
+    trainer.fit(Stopping(), datamodule=TinyDataModule())
+    assert trainer.global_step == 5 and trainer.should_stop and trainer.state.stop_reason == "enough"
+
+
+def test_a_stop_decided_at_an_epoch_end_holds_before_the_next_batch(tmp_path: Any) -> None:
+    # as EarlyStopping does after an epoch's validation, on every rank: the epoch-end agreement is waited for
+    class Stopping(TinyModule):
+        def on_train_epoch_end(self, trainer: surge.Trainer) -> None:
+            trainer.request_stop("plateau")
+
+    strategy = Recording(world=2, others=lambda n: [0, 1, 1])
+    trainer = _trainer(tmp_path, strategy, max_epochs=3, limit_val_batches=0)
+    trainer.fit(Stopping(), datamodule=TinyDataModule())
+    assert trainer.global_step == 8 and trainer.current_epoch == 1 and trainer.should_stop
 
 
 def test_ctrl_c_on_another_rank_interrupts_this_one(tmp_path: Any) -> None:
-    strategy = Recording(world=2, others=lambda n: [int(n == 2), 0, -1])
+    strategy = _every(Recording(world=2, others=lambda n: [int(n == 1), 0, 1]), 2)
     trainer = _trainer(tmp_path, strategy, max_epochs=1, limit_val_batches=0)
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
     assert trainer.interrupted and trainer.state.status == "interrupted" and trainer.global_step == 3
 
 
 def test_checkpoint_requests_wait_until_every_rank_holds_one(tmp_path: Any) -> None:
-    # the other rank gets its request at its 4th step boundary, this one at the 1st: served after step 5
-    strategy = Recording(world=2, others=lambda n: [0, 0, 0 if n >= 4 else -1])
+    # this rank asks after batch 1; the other holds a request from the agreement after batch 6 on (the third):
+    # that agreement finds every rank holding one, and all serve theirs after batch 7
+    strategy = _every(Recording(world=2, others=lambda n: [0, 0, 0 if n >= 3 else 1]), 2)
     served: list[int] = []
 
     class Asking(TinyModule):
@@ -114,7 +163,7 @@ def test_checkpoint_requests_wait_until_every_rank_holds_one(tmp_path: Any) -> N
                 trainer.request_checkpoint(lambda t: served.append(t.global_step), "test")
 
     _trainer(tmp_path, strategy, max_epochs=1, limit_val_batches=0).fit(Asking(), datamodule=TinyDataModule())
-    assert served == [5]
+    assert served == [7]
 
 
 def test_a_strategy_or_accelerator_can_decline_inference_mode(tmp_path: Any) -> None:

@@ -76,7 +76,7 @@ def _limit(loader: Any, limit: int | float, what: str) -> float:
 
 def fit(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
-    trainer._agreement = None
+    trainer._agreement, trainer._agreed, trainer._unagreed = None, [0, 0], [0, 0]
     if trainer._resume_point is None:  # nothing restored: the first epoch begins from its first batch
         state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
     if bus.fit_start:
@@ -101,7 +101,7 @@ def fit(trainer: Trainer) -> None:
                 train_epoch(trainer)
             state.current_epoch += 1
             state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
-            _boundary(trainer)  # a stop or request made in train_epoch_end holds on every rank
+            _boundary(trainer, now=True)  # a stop or request made in train_epoch_end holds on every rank
     finally:
         for handle in manual_hooks:
             handle.remove()
@@ -182,9 +182,10 @@ def train_epoch(trainer: Trainer) -> None:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
             if metrics.pending:  # the step's row, with what the train_batch_end handlers logged
                 metrics.flush()
-            if validation.due(batch_idx + 1):
+            validated = validation.due(batch_idx + 1)
+            if validated:
                 _validate_during_fit(trainer)
-            _boundary(trainer)
+            _boundary(trainer, now=validated)
             if _should_stop(trainer):
                 batches.stop()
                 break
@@ -380,12 +381,13 @@ def _validate_during_fit(trainer: Trainer) -> None:
 # -- the step boundary --------------------------------------------------------------------------------
 
 
-def _boundary(trainer: Trainer) -> None:
+def _boundary(trainer: Trainer, now: bool = False) -> None:
     """After a batch (and its validation) and after an epoch: requested checkpoints are served, then a Ctrl-C
-    stops the run. With several processes, what any rank decided holds on all of them (:func:`_agree`)."""
+    stops the run. With several processes, what any rank decided holds on all of them (:func:`_agree`); ``now``:
+    agree here and wait for it (after a validation, at an epoch's end)."""
     serve = bool(trainer._checkpoint_requests)
     if trainer.strategy.world_size > 1:
-        serve = _agree(trainer)
+        serve = _agree(trainer, now)
     if serve:
         trainer._serve_checkpoint_requests()
     _raise_if_interrupted(trainer)
@@ -397,28 +399,45 @@ def _raise_if_interrupted(trainer: Trainer) -> None:
         raise Interrupted
 
 
-def _agree(trainer: Trainer) -> bool:
-    """Several processes, at a step boundary: a Ctrl-C or a stop seen on any rank holds on every rank.
+def _agree(trainer: Trainer, now: bool) -> bool:
+    """Several processes, at a step boundary: a Ctrl-C or a stop seen on any rank holds on every rank, at the
+    same batch, without a collective of Surge's own on every step.
 
-    This rank's flags (Ctrl-C, stop, "holds no checkpoint request") start an all-reduce (max) that overlaps
-    the next step; what the previous boundary's all-reduce agreed is applied now. So a decision taken
-    during step k takes effect after step k+1, on every rank alike, and no step waits for a collective of
-    its own. Until then ``should_stop`` and ``interrupted`` hold the agreed values, not local ones.
-    Returns whether to serve checkpoint requests now: only once every rank held one (a save is
+    Every ``strategy.agreement_interval`` training batches (counted over the run, so at the same boundaries on
+    every rank) this rank's flags (Ctrl-C, stop, "holds no checkpoint request") start an all-reduce (max) that
+    overlaps the next batch, whose answer is applied at the next boundary; after a validation and at an
+    epoch's end (``now``) the ranks agree there and wait for the answer, so that what validation or the epoch's
+    end decided (an early stop) holds before the next batch, as with one process. In between, ``should_stop``
+    and ``interrupted`` hold what was agreed, not what this rank decided alone: a decision is kept for the next
+    agreement. Returns whether to serve checkpoint requests now: only once every rank held one (a save is
     collective; SIGTERM reaches every rank, maybe a step apart)."""
-    state = trainer.state
-    previous = trainer._agreement
-    interrupted, stop, no_request = previous().tolist() if previous is not None else (0, 0, -1)
-    # what was agreed is sent again with the local flags: once agreed, a decision stays agreed
-    flags = [max(int(state.interrupted), interrupted), max(int(state.should_stop), stop)]
-    serve = not no_request  # every rank held a request at the last boundary: all serve theirs now
-    flags.append(-int(bool(trainer._checkpoint_requests) and not serve))
-    trainer._agreement = trainer.strategy.reduce_async(torch.tensor(flags, device=trainer.strategy.root_device), "max")
-    state.interrupted = bool(interrupted)
-    if stop and not state.should_stop:
-        state.stop_reason = state.stop_reason or "stop requested on another process"
-    state.should_stop = bool(stop)
+    state, agreed, unagreed = trainer.state, trainer._agreed, trainer._unagreed
+    unagreed[0] |= state.interrupted
+    unagreed[1] |= state.should_stop and not agreed[1]
+    serve = False
+    if trainer._agreement is not None:  # started at the last boundary, overlapping the batch since
+        trainer._agreement, answer = None, trainer._agreement
+        serve = _apply(trainer, answer())
+    if now or state.total_batches % max(1, trainer.strategy.agreement_interval) == 0:
+        has_request = bool(trainer._checkpoint_requests) and not serve  # served now, then held no more
+        flags = [max(unagreed[0], agreed[0]), max(unagreed[1], agreed[1]), int(not has_request)]
+        answer = trainer.strategy.reduce_async(torch.tensor(flags, device=trainer.strategy.root_device), "max")
+        if now:
+            serve = _apply(trainer, answer()) or serve
+        else:
+            trainer._agreement = answer
+    state.interrupted, state.should_stop = bool(agreed[0]), bool(agreed[1])
     return serve
+
+
+def _apply(trainer: Trainer, answer: torch.Tensor) -> bool:
+    """An agreement's answer: the run's agreed flags; whether every rank held a checkpoint request."""
+    state, agreed = trainer.state, trainer._agreed
+    interrupted, stop, no_request = (int(v) for v in answer.tolist())
+    if stop and not agreed[1] and not trainer._unagreed[1]:
+        state.stop_reason = state.stop_reason or "stop requested on another process"
+    agreed[0], agreed[1] = max(agreed[0], interrupted), max(agreed[1], stop)
+    return not no_request
 
 
 # -- the step: automatic, manual, truncated back-propagation through time ---------------------------------

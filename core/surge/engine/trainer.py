@@ -210,6 +210,8 @@ class Trainer:
         ``"last"`` and ``"best"`` name the file their plugin chose), ``None`` when none (as Lightning's)."""
         self._checkpoint_requests: list[tuple[Callable[[Run], object], str]] = []
         self._agreement: Callable[[], torch.Tensor] | None = None  # the step boundary's all-reduce in flight
+        self._agreed = [0, 0]  # with several processes: the Ctrl-C and stop flags the ranks agreed on (loops)
+        self._unagreed = [0, 0]  # and this rank's own, kept for the next agreement
         self._takes_batch_idx: dict[str, bool] = {}  # per step method, read once per run (surge.engine.loops)
         self._overridden: frozenset[str] = frozenset()  # the Module's overridden steps, read once per run (loops)
         self._batch_steps: dict[str, Callable[..., Any]] = {}  # the batch-transfer steps overridden, by name

@@ -150,6 +150,12 @@ class Strategy:
     """Whether evaluation may run under ``torch.inference_mode`` (``Trainer(inference_mode=True)``); a strategy
     whose evaluation creates tensors that training reuses later (a sharding strategy's gathered parameters,
     XLA's graphs) says False, and evaluation then runs under ``torch.no_grad``."""
+    agreement_interval: int = 16
+    """With several processes, how many training batches apart the loop agrees on a stop, a Ctrl-C or a
+    checkpoint request seen on one rank (one small all-reduce, overlapping the next batch); it also agrees, and
+    waits for the answer, after every validation and at every epoch's end. A decision taken on one rank takes
+    effect on every rank at the same batch, at most ``agreement_interval + 1`` batches later. Set it on the
+    strategy object (``1``: after every batch, as a step that must react at once would want)."""
 
     def __init__(self, accelerator: Accelerator, device_indices: Sequence[int], num_nodes: int = 1) -> None:
         self.accelerator = accelerator

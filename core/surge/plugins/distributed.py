@@ -202,7 +202,9 @@ class ProcessGroupStrategy(Strategy):
     ``<NAME>`` being :attr:`name` upper-cased): ``timeout`` (``_TIMEOUT``, seconds or a ``timedelta``; default
     5 minutes: a collective waiting longer for a dead peer fails instead of hanging), ``process_group_backend``
     (``_BACKEND``; default ``nccl`` on CUDA, ``gloo`` otherwise), ``sync_batchnorm`` (``_SYNC_BATCHNORM``:
-    BatchNorm layers become ``SyncBatchNorm`` in :meth:`setup_module`); ``_RELAUNCH=0`` turns the self-relaunch
+    BatchNorm layers become ``SyncBatchNorm`` in :meth:`setup_module`), ``agreement_interval``
+    (``_AGREEMENT_INTERVAL``: how many batches apart the ranks agree on a stop, Ctrl-C or checkpoint request;
+    :attr:`surge.Strategy.agreement_interval`, 16 by default); ``_RELAUNCH=0`` turns the self-relaunch
     of an un-launched program off. A subclass checks its own settings before calling ``__init__``, which may
     relaunch the program.
     """
@@ -216,6 +218,7 @@ class ProcessGroupStrategy(Strategy):
         timeout: float | datetime.timedelta | None = None,
         process_group_backend: str | None = None,
         sync_batchnorm: bool | None = None,
+        agreement_interval: int | None = None,
     ) -> None:
         super().__init__(accelerator, device_indices, num_nodes)
         if not self.name:
@@ -231,6 +234,18 @@ class ProcessGroupStrategy(Strategy):
             timeout = float(self.env_setting("TIMEOUT") or DEFAULT_TIMEOUT.total_seconds())
         self.timeout = timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=timeout)
         self.sync_batchnorm = self.env_flag("SYNC_BATCHNORM", False) if sync_batchnorm is None else sync_batchnorm
+        if agreement_interval is None and (given := self.env_setting("AGREEMENT_INTERVAL")) is not None:
+            if not given.isdigit() or int(given) < 1:
+                raise ConfigError(
+                    [(self.env_name("AGREEMENT_INTERVAL"), f"{given!r} is not a whole number of batches >= 1")]
+                )
+            agreement_interval = int(given)
+        if agreement_interval is not None:
+            if isinstance(agreement_interval, bool) or not isinstance(agreement_interval, int) or agreement_interval < 1:
+                raise ConfigError(
+                    [("agreement_interval", f"{agreement_interval!r} is not a whole number of batches >= 1")]
+                )
+            self.agreement_interval = agreement_interval
         self.use_distributed_sampler = True
         self.sampler_seed: int | None = None
         """The seed of the ``DistributedSampler`` objects this strategy makes: the global seed (``SURGE_GLOBAL_SEED``)

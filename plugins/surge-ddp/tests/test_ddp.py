@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, launch
+from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, clean_env, launch
 from surge_ddp import DDPStrategy, detect, first_host
 
 PROGRAM = Path(__file__).with_name("_program.py")
 
 
-def _run(out: Path, *args: str, torchrun: bool = True) -> list[dict[str, Any]]:
+def _run(out: Path, *args: str, torchrun: bool = True, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
-    done = launch(PROGRAM, [args[0], str(out), *args[1:]], torchrun=torchrun)
+    done = launch(PROGRAM, [args[0], str(out), *args[1:]], torchrun=torchrun, env={**clean_env(), **(env or {})})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
@@ -145,10 +145,16 @@ def test_gradient_accumulation_skips_sync_between_steps(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_stop_requested_on_one_rank_stops_every_rank_at_the_same_step(tmp_path: Path) -> None:
-    runs = _run(tmp_path, "surge", "--stop-at", "3")
-    # requested during step 4 on rank 1; agreed while step 5 runs: both ranks stop after step 5
-    assert [run["step"] for run in runs] == [5, 5]
+@pytest.mark.parametrize(("interval", "stopped"), [(None, 8), ("2", 5)])
+def test_a_stop_requested_on_one_rank_stops_every_rank_at_the_same_step(
+    tmp_path: Path, interval: str | None, stopped: int
+) -> None:
+    """Rank 1 alone requests a stop during step 4 (2 epochs of 8 steps). By default (an agreement every 16
+    batches and at every epoch's end) both ranks stop at the end of epoch 0; with an agreement every 2 batches,
+    the one started after batch 4 carries it and is applied after batch 5."""
+    env = {} if interval is None else {"SURGE_DDP_AGREEMENT_INTERVAL": interval}
+    runs = _run(tmp_path, "surge", "--stop-at", "3", env=env)
+    assert [run["step"] for run in runs] == [stopped, stopped]
 
 
 @pytest.mark.slow
