@@ -240,7 +240,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run of every benchmark (numbers meaningless)")
     parser.add_argument("--json", metavar="PATH", help="write every result as one JSON file")
-    parser.add_argument("--markdown", metavar="PATH", help="write the summary table (docs/benchmarks.md's) to this file")
+    parser.add_argument(
+        "--markdown", metavar="PATH", help="write the summary table (docs/benchmarks.md's) to this file"
+    )
     parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process DDP run")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile run (a minute or two)")
     parser.add_argument(
