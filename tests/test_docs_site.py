@@ -55,7 +55,8 @@ def test_the_site_builds_strictly_with_the_guides_and_the_api_reference(tmp_path
     assert "train_batch_end" in events  # the hook name
     plugins = _page(site, "api/plugins/index.html")
     assert all(f'id="surge.{name}"' in plugins for name in ("Plugin", "Accelerator", "Strategy", "Precision"))
-    assert 'id="surge.testing.assert_discovered"' in _page(site, "api/testing/index.html")
+    testing = _page(site, "api/testing/index.html")
+    assert 'id="surge.testing.assert_discovered"' in testing and 'id="surge.testing.tiny_fit"' in testing
     first_party = _page(site, "api/first-party/index.html")
     for package in sorted(p.name.replace("-", "_") for p in (REPO / "plugins").glob("surge-*")):
         assert f'id="{package}"' in first_party, f"docs/api/first-party.md does not document {package}"
