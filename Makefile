@@ -1,8 +1,9 @@
 # The two set-up commands of the README: `make demo` (train the embedded example) and `make test`.
 # Both create or reuse .venv. The demo installs what it needs: torch, the core and the default plugins
 # (editable), with scikit-learn for the example's data and matplotlib for `surge plot`. `make test` adds the
-# rest: every first-party plugin, the test tooling, and Lightning (the `bench` extra) for the side-by-side
-# comparisons of tests/test_porting.py and tests/test_lightning_*.py.
+# rest: every first-party plugin, the test tooling, Lightning (the `bench` extra) for the side-by-side
+# comparisons of tests/test_porting.py and tests/test_lightning_*.py, and the `docs` extra for tests/test_docs_site.py.
+# `make docs` builds the documentation site (mkdocs.yml) into site/, strictly: a broken link fails it.
 #
 # TORCH_SPEC picks the torch build. The default pins the CPU wheel release this project is tested with;
 # on a GPU machine, pass the build you want, and TORCH_INDEX_URL for the index that serves it (it becomes
@@ -16,6 +17,7 @@ TORCH_INDEX_URL ?=
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.surge-demo-installed
 STAMP := $(VENV)/.surge-installed
+DOCS_STAMP := $(VENV)/.surge-docs-installed
 DEMO_PLUGIN_DIRS := plugins/surge-devices plugins/surge-checkpoint plugins/surge-csv plugins/surge-progress
 PLUGIN_DIRS := $(sort $(wildcard plugins/surge-*))
 PYTEST_ARGS ?=
@@ -23,7 +25,7 @@ PYTEST_ARGS ?=
 # (`worksteal`: the long multi-process tests do not hold up a queue); PYTEST_XDIST= (empty) runs it in one process.
 PYTEST_XDIST ?= -n auto --dist worksteal
 
-.PHONY: demo test test-fast fuzz bench lint clean test-tpu test-gpu
+.PHONY: demo test test-fast fuzz bench docs lint clean test-tpu test-gpu
 
 $(DEMO_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DEMO_PLUGIN_DIRS)) Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +35,12 @@ $(DEMO_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(DEMO_PLUGIN_DIRS)) M
 	touch $@
 
 $(STAMP): $(DEMO_STAMP) $(wildcard plugins/*/pyproject.toml)
-	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[standard,examples,test,bench]" $(addprefix -e ,$(PLUGIN_DIRS))
+	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[standard,examples,test,bench,docs]" $(addprefix -e ,$(PLUGIN_DIRS))
+	touch $@
+
+# The demo's set-up and the `docs` extra: what `mkdocs build` needs (it reads the sources, imports none of them).
+$(DOCS_STAMP): $(DEMO_STAMP)
+	$(BIN)/python -m pip install --quiet --no-build-isolation -e ".[standard,examples,docs]"
 	touch $@
 
 demo: $(DEMO_STAMP)
@@ -53,6 +60,11 @@ test-fast: $(STAMP)
 fuzz: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_XDIST) -m hypothesis --hypothesis-profile=fuzz $(PYTEST_ARGS)
 
+# `make docs`: the documentation site into site/ (`$(BIN)/mkdocs serve` serves it while editing). --strict: a broken
+# link, anchor or API reference, or a docstring the reference cannot read, fails the build.
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)   # e.g. BENCH_ARGS="--no-instructions --markdown bench.md"
 
@@ -62,9 +74,9 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) surge_runs
+	rm -rf $(VENV) surge_runs site
 
-# `make test-gpu`: benchmarks/gpu_check.py (README, "GPU check"), on a machine with CUDA, in under 10 minutes:
+# `make test-gpu`: benchmarks/gpu_check.py (docs/guide.md, "GPU check"), on a machine with CUDA, in under 10 minutes:
 # training bit for bit equal to hand-written CUDA loops (32-true, 16-mixed, bf16-mixed), DDP over NCCL on the
 # GPUs found (2+), host-device syncs per step and the overhead benchmark on the GPU. The venv needs a CUDA build
 # of torch: create it with one (a fresh clone, `make clean` first, or another VENV), e.g.

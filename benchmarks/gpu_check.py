@@ -1,6 +1,6 @@
 """The GPU check (issue 20): what Surge promises on CUDA, checked in one run on a machine that has CUDA.
 
-``make test-gpu`` runs it (README, "GPU check"). Until it has run on a GPU machine, Surge on CUDA is untested:
+``make test-gpu`` runs it (docs/guide.md, "GPU check"). Until it has run on a GPU machine, Surge on CUDA is untested:
 the machines the project is developed on have no GPU. Each check is isolated (an exception fails that check,
 with its traceback, and the next one runs), and all of them share one time budget (``--budget``, 540 s by
 default): a check still running when it is spent fails, the checks after it are not run, and a check stuck in
@@ -966,7 +966,7 @@ def main(argv: list[str] | None = None) -> int:
         text = (
             "# Surge GPU check\n\nno CUDA device: nothing checked (torch.cuda.is_available() is False; torch "
             f"{torch.__version__}, CUDA build: {torch.version.cuda}). Run it on a GPU machine with a CUDA build of "
-            'torch (`make test-gpu TORCH_SPEC=... TORCH_INDEX_URL=...`, README "GPU check"), or the CPU dry run: '
+            'torch (`make test-gpu TORCH_SPEC=... TORCH_INDEX_URL=...`, docs/guide.md, "GPU check"), or the CPU dry run: '
             "--device cpu. Exit status 2.\n"
         )
         print(text, end="")

@@ -3,7 +3,7 @@
 Each benchmark runs in its own subprocess of this interpreter (so the start-up benchmark's children and the
 overhead benchmark's single-threaded loop do not share state); the combined JSON holds all the results.
 The report starts with one summary table, each figure as a ratio to the raw PyTorch equivalent measured in
-the same invocation (Lightning's beside it when it is installed): the table README's "Benchmarks" section
+the same invocation (Lightning's beside it when it is installed): the table docs/benchmarks.md
 holds. ``--markdown FILE`` writes that table (with its notes) to a file.
 
 Usage::
@@ -240,7 +240,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke run of every benchmark (numbers meaningless)")
     parser.add_argument("--json", metavar="PATH", help="write every result as one JSON file")
-    parser.add_argument("--markdown", metavar="PATH", help="write the summary table (README's) to this file")
+    parser.add_argument(
+        "--markdown", metavar="PATH", help="write the summary table (docs/benchmarks.md's) to this file"
+    )
     parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process DDP run")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile run (a minute or two)")
     parser.add_argument(

@@ -415,7 +415,7 @@ def test_the_ddp_example_prints_its_banner_and_report_once(tmp_path: Path) -> No
     done = subprocess.run(
         [sys.executable, "-m", "surge", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240
     )
-    # gloo can abort a process while the interpreter shuts down after all work is done (README, Known limits):
+    # gloo can abort a process while the interpreter shuts down after all work is done (docs/guide.md, "Known limits"):
     # that exit status is accepted, with the output of a finished run
     known_abort = "terminate called without an active exception" in done.stderr
     assert done.returncode == 0 or known_abort, done.stderr

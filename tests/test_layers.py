@@ -1,4 +1,4 @@
-"""The core's layers (README, "Layout"; contracts in pyproject.toml's ``[tool.importlinter]``), checked with
+"""The core's layers (docs/guide.md, "Layout"; contracts in pyproject.toml's ``[tool.importlinter]``), checked with
 import-linter on every test run: a lower layer importing an upper one, type-only imports included, fails here."""
 
 from __future__ import annotations

@@ -64,10 +64,20 @@ def test_test_adds_every_plugin_the_test_tools_and_lightning(tmp_path: Path) -> 
     installs = _installs(plan)
     assert installs[:3] == _installs(_plan(tmp_path, "demo"))  # the demo's set-up first
     (rest,) = installs[3:]
-    assert '-e ".[standard,examples,test,bench]"' in rest  # bench: Lightning, for tests/test_porting.py
+    # bench: Lightning, for tests/test_porting.py; docs: mkdocs, for tests/test_docs_site.py (CI builds the site)
+    assert '-e ".[standard,examples,test,bench,docs]"' in rest
     assert _plugins(rest) == {p.name for p in (REPO / "plugins").glob("surge-*")}
     assert plan[-1].endswith("-m pytest -n auto --dist worksteal")  # pytest-xdist: a worker per core
     assert "pytest-xdist" in (REPO / "pyproject.toml").read_text()  # in the `test` extra that installs
+
+
+def test_docs_installs_the_docs_extra_and_builds_the_site_strictly(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "docs")
+    installs = _installs(plan)
+    assert installs[:3] == _installs(_plan(tmp_path, "demo"))  # the demo's set-up first
+    (rest,) = installs[3:]
+    assert '-e ".[standard,examples,docs]"' in rest
+    assert plan[-1] == f"{tmp_path / 'venv'}/bin/mkdocs build --strict"
 
 
 def test_torch_index_url_is_passed_to_the_torch_install_only(tmp_path: Path) -> None:
