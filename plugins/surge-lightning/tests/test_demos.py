@@ -159,3 +159,10 @@ def test_wikitext2_refuses_to_download(tmp_path: Path) -> None:
 def test_the_mnist_datamodule_stays_refused_with_the_reason() -> None:
     with pytest.raises(ImportError, match="MNIST"):
         from surge_lightning.pytorch.demos.mnist_datamodule import MNISTDataModule  # noqa: F401
+
+
+@pytest.mark.parametrize(("n", "batch_size"), [(20, 4), (23, 5), (3, 4)])
+def test_the_sequence_sampler_gives_lightnings_batches(n: int, batch_size: int) -> None:
+    data = list(range(n))
+    ours, theirs = sdemos.SequenceSampler(data, batch_size), ldemos.SequenceSampler(data, batch_size)
+    assert list(ours) == list(theirs) and len(ours) == len(theirs)
