@@ -178,14 +178,10 @@ def _checkpoints(directory: str) -> list[str]:
     return sorted(str(p) for p in Path(directory).glob("*.ckpt"))
 
 
-UNMAPPED_TODAY = {
-    "demo_transformer": "lightning.pytorch.demos.Transformer, refused by surge-lightning",
-    "finetuning": "lightning.pytorch.callbacks.BaseFinetuning, refused by surge-lightning",
-    "prediction_writer": "lightning.pytorch.demos.boring_classes.BoringModel, refused by surge-lightning",
-}
+UNMAPPED_TODAY: dict[str, str] = {}
 """Programs of the suite (tests/test_porting_programs.py) that import a Lightning name surge-lightning refuses (its
 inventory says why and what to write instead), so that the rewrite refuses them (issue 25, items 4 and 5): whoever
-serves the name takes the program out of here."""
+serves the name takes the program out of here. None today: the demos and BaseFinetuning, the last ones, are served."""
 
 
 @pytest.mark.parametrize(

@@ -216,10 +216,6 @@ def test_mnist_hello_world_fit_test_best_and_fit_again(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail(
-    "not in issue 25: the subclass's hyper-parameters hold trained_model, an nn.Module, which Surge refuses with a "
-    "ConfigError where Lightning saves it (with a warning)"
-)
 def test_cifar10_baseline_one_cycle_csv_logger_and_swa_subclass(suite: _Suite) -> None:
     result = suite.surge("cifar10_baseline")
     lightning = suite.lightning("cifar10_baseline")
@@ -244,10 +240,6 @@ def test_cifar10_baseline_one_cycle_csv_logger_and_swa_subclass(suite: _Suite) -
 
 
 @pytest.mark.slow
-@_xfail(
-    "not in issue 25: Surge refuses classes among the hyper-parameters (encoder_class=Encoder) with a ConfigError, "
-    "where Lightning saves them"
-)
 def test_uva_autoencoder_classes_as_hyperparameters_and_images(suite: _Suite) -> None:
     result = suite.surge("uva_autoencoder")
     lightning = suite.lightning("uva_autoencoder")
@@ -274,7 +266,6 @@ def test_uva_autoencoder_classes_as_hyperparameters_and_images(suite: _Suite) ->
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 4: surge-lightning refuses lightning.pytorch.demos.boring_classes.BoringModel")
 def test_prediction_writer_epoch_and_batch_intervals(suite: _Suite) -> None:
     result = suite.surge("prediction_writer")
     lightning = suite.lightning("prediction_writer")
@@ -313,7 +304,6 @@ def test_bolts_vae_kwargs_hyperparameters_and_log_dict(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 5: surge-lightning refuses BaseFinetuning (freeze/unfreeze by hand, it says)")
 def test_finetuning_callback_unfreezes_into_a_new_param_group(suite: _Suite) -> None:
     result = suite.surge("finetuning")
     lightning = suite.lightning("finetuning")
@@ -331,7 +321,6 @@ def test_optimization_hooks_each_override_called_as_lightning_calls_it(suite: _S
 
 
 @pytest.mark.slow
-@_xfail("issue 25 item 4: surge-lightning refuses lightning.pytorch.demos.Transformer")
 def test_demo_transformer_fast_dev_run(suite: _Suite) -> None:
     result = suite.surge("demo_transformer")
     lightning = suite.lightning("demo_transformer")
@@ -422,10 +411,6 @@ def test_hydra_template_own_tests_pass_under_lightning(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-@_xfail(
-    "not in issue 25: fit/test(weights_only=False) is a TypeError; then (measured before) an nn.Module and Hydra "
-    "partials among the hyper-parameters are refused"
-)
 def test_hydra_template_own_tests_pass_under_surge(tmp_path: Path) -> None:
     project = _template_copy("surge", tmp_path / "project")
     run = _run_pytest(project)
@@ -489,7 +474,6 @@ def _train_template(framework: str, tmp_path: Path) -> tuple[dict[str, Any], Pat
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@_xfail("not in issue 25: weights_only=, non-plain hyper-parameters (as the template's own tests)")
 def test_hydra_template_trains_as_lightning_does(tmp_path: Path) -> None:
     pytest.importorskip("lightning", reason="Lightning is not installed (the `bench` extra)")
     ours, out = _train_template("surge", tmp_path)

@@ -11,6 +11,7 @@ import datetime
 import enum
 import os
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ import torch
 
 from surge.errors import ConfigError
 
-__all__ = ["check_hparams", "plain_hparams"]
+__all__ = ["check_hparams", "plain_hparams", "recorded_hparams"]
 
 _PLAIN = (str, int, float, bool, bytes, type(None))
 _KEYS = (str, int, float, bool, type(None))
@@ -64,6 +65,44 @@ def check_hparams(sources: Mapping[str, Mapping[str, Any]]) -> None:
 
 
 _SOURCE = "hyper-parameters (save_hyperparameters)"
+
+
+def recorded_hparams(module: Any, *, warn: bool = False) -> Mapping[str, Any]:
+    """The part of ``module.hparams`` that checkpoints and loggers record (not yet converted): all of it, unless
+    the module's class sets ``plain_hparams_only = False`` (surge-lightning's ``LightningModule``, as Lightning
+    saves such values), where the values without a plain form (an ``nn.Module``, a class, a ``functools.partial``)
+    are left out; they stay in ``module.hparams``. ``warn``: say so once per class and set of keys, naming the keys
+    and the fix."""
+    params = module.hparams
+    if getattr(module, "plain_hparams_only", True):
+        return params
+    left_out = [key for key, value in params.items() if _has_no_plain_form(key, value)]
+    if not left_out:
+        return params
+    if warn and (type(module), tuple(left_out)) not in _warned:
+        _warned.add((type(module), tuple(left_out)))
+        name = type(module).__name__
+        warnings.warn(
+            f"{name}: the hyper-parameters {left_out} have no plain form ("
+            + ", ".join(_type_name(params[key]) for key in left_out)
+            + "): they stay in self.hparams, but checkpoints and loggers leave them out, so that a checkpoint loads "
+            f"with torch.load(weights_only=True); {name}.load_from_checkpoint(path, "
+            + ", ".join(f"{key}=..." for key in left_out)
+            + ") passes them again. To record nothing about them and silence this, write "
+            f"self.save_hyperparameters(ignore={left_out})",
+            UserWarning,
+            stacklevel=2,
+        )
+    return {key: value for key, value in params.items() if key not in left_out}
+
+
+_warned: set[tuple[type, tuple[Any, ...]]] = set()
+
+
+def _has_no_plain_form(key: Any, value: Any) -> bool:
+    walk = _Walk("hparams")
+    walk.value(value, str(key))
+    return bool(walk.problems)
 
 
 class _Walk:

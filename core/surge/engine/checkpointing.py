@@ -15,7 +15,7 @@ import torch
 
 from surge import events as ev
 from surge._logging import logger
-from surge._plain import plain_hparams
+from surge._plain import plain_hparams, recorded_hparams
 from surge.checkpoint import (
     ALIASES,
     FORMAT_VERSION,
@@ -48,7 +48,7 @@ def dump(trainer: Trainer, weights_only: bool, fire: bool = True) -> dict[str, A
         "epoch": recorded["epoch"] if recorded else state.current_epoch,
         "global_step": state.global_step,
         "state_dict": trainer.strategy.module_state_dict(module),
-        "hparams": plain_hparams(module.hparams),
+        "hparams": plain_hparams(recorded_hparams(module)),
         "experiment": experiment_identity(module, trainer.datamodule),
         "plugin_set": trainer.plugin_set(),
     }

@@ -144,6 +144,13 @@ class Module(nn.Module):
     where ``hiddens`` is what the previous piece returned as ``{"loss": ..., "hiddens": ...}`` (detached;
     ``None`` for the first piece of a batch)."""
 
+    plain_hparams_only: bool = True
+    """Whether a hyper-parameter with no plain form (an ``nn.Module``, a class, a ``functools.partial``) makes
+    ``fit``/``validate``/``test`` raise :class:`~surge.errors.ConfigError` naming it (Surge's rule, the default), or,
+    set to ``False`` on a class, stays in ``self.hparams`` while checkpoints and loggers leave it out, with one
+    warning naming the keys and the fix (surge-lightning's ``LightningModule`` does, as Lightning saves such values
+    and a Surge checkpoint still loads with ``torch.load(weights_only=True)``)."""
+
     _log_hyperparams: bool = True
     """``save_hyperparameters(logger=...)``: whether the loggers get ``hparams`` (Lightning's attribute)."""
     _hparams_name: str | None = None
@@ -514,7 +521,8 @@ class Module(nn.Module):
         ``__init__`` with those plain values (``Color(kind)``, ``Path(root)`` or ``Cfg(**cfg)`` turn them back).
         A value with no plain form (a function, an arbitrary object) makes ``fit``/``validate``/``test`` raise
         :class:`~surge.errors.ConfigError` naming it before the run starts: convert it in ``__init__`` or
-        leave it out with ``ignore``."""
+        leave it out with ``ignore`` (or, on a class with :attr:`plain_hparams_only` ``False``, it is left out of
+        checkpoints and loggers, with a warning)."""
         _save_hyperparameters(self, args, ignore, logger)
 
     @classmethod

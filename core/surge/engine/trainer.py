@@ -19,7 +19,7 @@ import torch
 from surge import _data
 from surge import events as ev
 from surge._logging import logger
-from surge._plain import check_hparams, plain_hparams
+from surge._plain import check_hparams, plain_hparams, recorded_hparams
 from surge.config import TrainerConfig, build_config
 from surge.engine import checkpointing
 from surge.engine._compiled import unwrap_compiled
@@ -499,7 +499,7 @@ class Trainer:
         dm = self.datamodule
         params: dict[str, Any] = dict(dm.hparams) if dm is not None and getattr(dm, "_log_hyperparams", True) else {}
         if getattr(self.module, "_log_hyperparams", True):
-            params.update(self.module.hparams)
+            params.update(recorded_hparams(self.module))
         if params:
             self._bus.log_hyperparams(ev.LogHyperparams(self.view, plain_hparams(params)))
 
@@ -759,7 +759,12 @@ class Trainer:
                 _old_precision_backward(self.precision_plugin, f"{type(model).__name__} overrides backward")
             )
         if stage != "predict":  # hyper-parameters a checkpoint or a logger cannot hold: refused before the run dir
-            check_hparams({"hparams": model.hparams, "datamodule.hparams": getattr(datamodule, "hparams", {})})
+            check_hparams(
+                {
+                    "hparams": recorded_hparams(model, warn=True),
+                    "datamodule.hparams": getattr(datamodule, "hparams", {}),
+                }
+            )
         return model
 
     def _setup(self, stage: str, loaders: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ and ``LightningDataModule.trainer``."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -263,3 +264,113 @@ def test_checkpoint_callback_under_fast_dev_run_is_the_idle_default(tmp_path: Pa
         off = framework.Trainer(fast_dev_run=True, enable_checkpointing=False, default_root_dir=tmp_path)
         assert off.checkpoint_callback is None
     assert seen["surge_lightning.pytorch"] == seen["lightning.pytorch"] == ("ModelCheckpoint", "", 1)
+
+
+# -- weights_only= (Lightning 2.6) and hyper-parameters without a plain form ------------------------------------
+
+
+class _Pickled:
+    """A value only a trusted (pickle) load can read back."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+def _checkpoint_with_code(framework: Any, base: type, path: Path) -> Any:
+    torch.manual_seed(0)
+    model = _module(base)
+    trainer = framework.Trainer(max_epochs=1, logger=False, default_root_dir=path.parent, **QUIET)
+    trainer.fit(model, _loader())
+    trainer.save_checkpoint(str(path))
+    saved = torch.load(path, weights_only=False)
+    saved["code"] = _Pickled(3)  # what a checkpoint holding pickled code looks like
+    if framework is spl:  # committed as Surge commits its checkpoints (with the digest it checks)
+        surge.checkpoint.save(saved, str(path))
+    else:
+        torch.save(saved, path)
+    return model
+
+
+@pytest.mark.parametrize("stage", ["fit", "validate", "test", "predict"])
+def test_weights_only_false_reads_a_checkpoint_with_code_as_lightning(tmp_path: Path, stage: str) -> None:
+    for framework, base in ((pl, pl.LightningModule), (spl, spl.LightningModule)):
+        path = tmp_path / framework.__name__ / "code.ckpt"
+        model = _checkpoint_with_code(framework, base, path)
+        model.validation_step = model.test_step = model.predict_step = lambda batch, batch_idx: None
+        trainer = framework.Trainer(max_epochs=2, logger=False, default_root_dir=path.parent, **QUIET)
+        loaders = {"fit": "train_dataloaders"}.get(stage, "dataloaders")
+        with pytest.raises(Exception, match="weights_only|trusted"):  # the safe loader refuses the code
+            getattr(trainer, stage)(model, **{loaders: _loader()}, ckpt_path=str(path), weights_only=True)
+        trainer = framework.Trainer(max_epochs=2, logger=False, default_root_dir=path.parent, **QUIET)
+        getattr(trainer, stage)(model, **{loaders: _loader()}, ckpt_path=str(path), weights_only=False)
+        assert trainer.global_step == (8 if stage == "fit" else 0), framework.__name__
+
+
+def test_weights_only_contradicting_trusted_is_refused(tmp_path: Path) -> None:
+    trainer = spl.Trainer(max_epochs=1, logger=False, default_root_dir=tmp_path, **QUIET)
+    with pytest.raises(surge.ConfigError, match=r"trainer\.test\.weights_only.*contradicts trusted=True"):
+        trainer.test(_module(spl.LightningModule), _loader(), weights_only=True, trusted=True)
+    with pytest.raises(surge.ConfigError, match=r"trainer\.fit\.weights_only: got 'no'"):
+        trainer.fit(_module(spl.LightningModule), _loader(), weights_only="no")  # type: ignore[arg-type]
+
+
+_SGD = functools.partial(torch.optim.SGD, lr=0.1)
+"""A Hydra ``_partial_`` optimizer, as a default hyper-parameter."""
+
+
+def _hparams_module(base: type) -> Any:
+    class WithObjects(base):  # type: ignore[misc, valid-type]
+        def __init__(
+            self,
+            net: nn.Module,
+            head_class: type = nn.Linear,
+            optimizer: Any = _SGD,
+            hidden: int = 3,
+        ) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.net = net
+            self.head = head_class(hidden, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return nn.functional.mse_loss(self.head(self.net(x)), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return self.hparams.optimizer(self.parameters())
+
+    return WithObjects
+
+
+def test_hyperparameters_without_a_plain_form_are_kept_and_the_run_goes_on_as_lightning(tmp_path: Path) -> None:
+    runs = {}
+    for framework, base in ((pl, pl.LightningModule), (spl, spl.LightningModule)):
+        cls = _hparams_module(base)
+        torch.manual_seed(0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = cls(net=nn.Linear(4, 3))
+            trainer = framework.Trainer(max_epochs=2, logger=False, default_root_dir=tmp_path, **QUIET)
+            trainer.fit(model, _loader())
+        assert set(model.hparams) == {"net", "head_class", "optimizer", "hidden"}
+        assert model.hparams.head_class is nn.Linear and isinstance(model.hparams.net, nn.Linear)
+        runs[framework.__name__] = (model.state_dict(), trainer.global_step, [str(w.message) for w in caught])
+        path = tmp_path / f"{framework.__name__}.ckpt"
+        trainer.save_checkpoint(str(path))
+    (ours, our_step, our_warnings), (theirs, their_step, _) = runs["surge_lightning.pytorch"], runs["lightning.pytorch"]
+    assert our_step == their_step == 8 and all(torch.equal(ours[k], theirs[k]) for k in theirs)
+    (message,) = [w for w in our_warnings if "no plain form" in w]
+    assert "['net', 'head_class', 'optimizer']" in message and "ignore=['net', 'head_class', 'optimizer']" in message
+    # Surge's checkpoint loads with the safe loader: the values without a plain form are left out of it
+    saved = torch.load(tmp_path / "surge_lightning.pytorch.ckpt", weights_only=True)
+    assert saved["hparams"] == {"hidden": 3}
+    cls = _hparams_module(spl.LightningModule)
+    loaded = cls.load_from_checkpoint(str(tmp_path / "surge_lightning.pytorch.ckpt"), net=nn.Linear(4, 3))
+    assert all(torch.equal(loaded.state_dict()[k], ours[k]) for k in ours)
+
+
+def test_a_plain_surge_module_still_refuses_them(tmp_path: Path) -> None:
+    cls = _hparams_module(surge.Module)
+    trainer = surge.Trainer(max_epochs=1, logger=False, default_root_dir=tmp_path, **QUIET)
+    with pytest.raises(surge.ConfigError, match=r"hparams\.net: type torch\.nn\.modules\.linear\.Linear"):
+        trainer.fit(cls(net=nn.Linear(4, 3)), _loader())

@@ -7,6 +7,8 @@ from surge_lightning.pytorch.callbacks.callback import Callback
 from surge_lightning.pytorch.callbacks.prediction_writer import BasePredictionWriter
 
 _MODULES = {
+    "BaseFinetuning": "finetuning",
+    "BackboneFinetuning": "finetuning",
     "EarlyStopping": "early_stopping",
     "ModelCheckpoint": "model_checkpoint",
     "LearningRateMonitor": "lr_monitor",

@@ -21,6 +21,12 @@ class LightningModule(surge.Module):
     differs; reading or assigning a member Lightning's has and Surge's does not (``self.all_gather``,
     ``self.strict_loading = False``) raises an ``AttributeError`` saying why and what to use."""
 
+    plain_hparams_only = False
+    """As Lightning, ``save_hyperparameters()`` keeps an ``nn.Module``, a class or a ``functools.partial`` (a Hydra
+    ``_partial_``) in ``self.hparams`` and the run goes on; Surge's checkpoints and loggers leave such values out,
+    with one warning naming them and the fix (``ignore=``), so a checkpoint still loads with
+    ``torch.load(weights_only=True)`` (docs/porting.md, "Hyper-parameters")."""
+
     example_input_array: Any = None
     """An example input of ``forward`` (the model summary and TensorBoard's graph read it); ``None`` until set, as
     Lightning's."""

@@ -84,8 +84,13 @@ class Trainer(surge.Trainer):
         val_dataloaders: Any = None,
         datamodule: Any = None,
         ckpt_path: str | None = None,
+        weights_only: bool | None = None,
         trusted: bool = False,
     ) -> None:
+        """``surge.Trainer.fit`` with Lightning 2.6's ``weights_only``: ``False`` reads ``ckpt_path`` with pickled
+        code allowed (Surge's ``trusted=True``), ``True`` or ``None`` (the default) with the safe loader, Surge's
+        default; the other arguments as Lightning's."""
+        trusted = _trusted("fit", weights_only, trusted)
         _refuse_overrides("fit", (model, train_dataloaders, val_dataloaders, datamodule))
         if self._fit_finished is not None and ckpt_path is None:
             warnings.warn(
@@ -106,20 +111,74 @@ class Trainer(surge.Trainer):
                 else f"max_epochs={self.max_epochs} reached"
             )
 
-    def validate(self, *args: Any, **kwargs: Any) -> list[dict[str, float]]:
-        _refuse_overrides("validate", (*args, *kwargs.values()))
-        return super().validate(*args, **kwargs)
+    def validate(
+        self,
+        model: Any = None,
+        dataloaders: Any = None,
+        ckpt_path: str | None = None,
+        verbose: bool = True,
+        datamodule: Any = None,
+        weights_only: bool | None = None,
+        trusted: bool = False,
+    ) -> list[dict[str, float]]:
+        """``surge.Trainer.validate`` with Lightning's order of arguments and its ``weights_only`` (as in
+        :meth:`fit`)."""
+        trusted = _trusted("validate", weights_only, trusted)
+        _refuse_overrides("validate", (model, dataloaders, datamodule))
+        return super().validate(model, dataloaders, datamodule, ckpt_path, trusted, verbose)
 
-    def test(self, *args: Any, **kwargs: Any) -> list[dict[str, float]]:
-        _refuse_overrides("test", (*args, *kwargs.values()))
-        return super().test(*args, **kwargs)
+    def test(
+        self,
+        model: Any = None,
+        dataloaders: Any = None,
+        ckpt_path: str | None = None,
+        verbose: bool = True,
+        datamodule: Any = None,
+        weights_only: bool | None = None,
+        trusted: bool = False,
+    ) -> list[dict[str, float]]:
+        """``surge.Trainer.test`` with Lightning's order of arguments and its ``weights_only`` (as in :meth:`fit`)."""
+        trusted = _trusted("test", weights_only, trusted)
+        _refuse_overrides("test", (model, dataloaders, datamodule))
+        return super().test(model, dataloaders, datamodule, ckpt_path, trusted, verbose)
 
-    def predict(self, *args: Any, **kwargs: Any) -> list[Any]:
-        _refuse_overrides("predict", (*args, *kwargs.values()))
-        return super().predict(*args, **kwargs)
+    def predict(
+        self,
+        model: Any = None,
+        dataloaders: Any = None,
+        datamodule: Any = None,
+        return_predictions: bool | None = None,
+        ckpt_path: str | None = None,
+        weights_only: bool | None = None,
+        trusted: bool = False,
+    ) -> list[Any] | None:
+        """``surge.Trainer.predict`` with Lightning's arguments: ``weights_only`` as in :meth:`fit`;
+        ``return_predictions=False`` returns ``None`` (a ``BasePredictionWriter`` has written them), ``None`` or
+        ``True`` the predictions."""
+        trusted = _trusted("predict", weights_only, trusted)
+        _refuse_overrides("predict", (model, dataloaders, datamodule))
+        predictions = super().predict(model, dataloaders, datamodule, ckpt_path, trusted)
+        return None if return_predictions is False else predictions
 
 
 inventory.refuse_members(Trainer, "lightning.pytorch.Trainer", keep=("state",))  # state: Surge's own (mapped)
+
+
+def _trusted(stage: str, weights_only: bool | None, trusted: bool) -> bool:
+    """Surge's ``trusted`` for Lightning's ``weights_only``: a checkpoint may hold pickled code only when
+    ``weights_only=False`` (or ``trusted=True``); the two contradicting each other is refused."""
+    if weights_only is not None and not isinstance(weights_only, bool):
+        raise surge.ConfigError([(f"trainer.{stage}.weights_only", f"got {weights_only!r}; use True, False or None")])
+    if weights_only and trusted:
+        raise surge.ConfigError(
+            [
+                (
+                    f"trainer.{stage}.weights_only",
+                    "weights_only=True (load tensors only) contradicts trusted=True (allow pickled code): pass one",
+                )
+            ]
+        )
+    return trusted or weights_only is False
 
 
 def _refuse_overrides(stage: str, given: tuple[Any, ...]) -> None:
