@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from surge.engine.module import is_default_hook
 from surge.errors import SurgeError
 from surge.events import EVENTS, Event
 from surge.events.hooks import hookimpl
@@ -39,7 +40,7 @@ class ModuleHooks:
         for event_name, event_cls in EVENTS.items():
             for method_name in (f"on_{event_name}", *_ALIASES.get(event_name, ())):
                 method = getattr(module, method_name, None)
-                if callable(method):
+                if callable(method) and not is_default_hook(method):
                     handler = hookimpl(specname=event_name)(_adapt(method, event_cls, type(module).__name__))
                     setattr(self, f"_{event_name}", handler)
                     break

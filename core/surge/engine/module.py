@@ -770,8 +770,24 @@ def batch_transfer_steps(module: Module, datamodule: DataModule | None) -> dict[
 
 def overrides(obj: object, base: type, name: str) -> bool:
     """Whether ``obj`` defines ``name`` itself, in its class or on the instance (``model.training_step = fn``),
-    rather than inheriting ``base``'s."""
-    return name in getattr(obj, "__dict__", ()) or getattr(type(obj), name, None) is not getattr(base, name, None)
+    rather than inheriting ``base``'s or a subclass's do-nothing default (:func:`default_hook`)."""
+    if name in getattr(obj, "__dict__", ()):
+        return True
+    found = getattr(type(obj), name, None)
+    return found is not getattr(base, name, None) and not is_default_hook(found)
+
+
+def default_hook(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn``, a base class's hook that does nothing, as not an override: a subclass of :class:`Module` that
+    gives the hooks of another API as no-ops (so that an override may call ``super().on_fit_start()``, as
+    Lightning's do) makes the loops call none of them, and costs nothing, until a user's class overrides one."""
+    fn.__surge_default_hook__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+def is_default_hook(method: object) -> bool:
+    """Whether ``method`` (a function or a bound method) is marked by :func:`default_hook`."""
+    return getattr(method, "__surge_default_hook__", False) is True
 
 
 def _tensors(batch: Any) -> list[torch.Tensor]:

@@ -1,0 +1,161 @@
+"""Differences from Lightning 2.6 that were silent (a ported program behaved otherwise, with no word), side by side
+with Lightning: each test runs one program under both APIs and compares what it saw. docs/porting.md says what
+matches and what is still a (documented) difference."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import surge_lightning.pytorch as spl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+pl = pytest.importorskip("lightning.pytorch", reason="Lightning is not installed (`make test` installs it)")
+
+FRAMEWORKS = {"lightning": pl, "surge": spl}
+QUIET = {
+    "accelerator": "cpu",
+    "devices": 1,
+    "logger": False,
+    "enable_checkpointing": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+}
+
+
+def _loader(n: int = 12) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    return DataLoader(TensorDataset(torch.randn(n, 4, generator=g), torch.randn(n, 1, generator=g)), batch_size=4)
+
+
+def _regressor(L: Any, **hooks: Callable[..., Any]) -> Any:
+    """A LightningModule of ``L`` whose training and validation steps fit a line, with ``hooks`` as methods."""
+
+    class Regressor(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = nn.Linear(4, 1)
+            self.seen: list[Any] = []
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return nn.functional.mse_loss(self.net(batch[0]), batch[1])
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", nn.functional.mse_loss(self.net(batch[0]), batch[1]))
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    for name, fn in hooks.items():
+        setattr(Regressor, name, fn)
+    return Regressor()
+
+
+def _both(program: Callable[[Any, Path], Any], tmp_path: Path) -> dict[str, Any]:
+    """What ``program(framework, root)`` returns under each API, each run in a directory of its own."""
+    out, here = {}, Path.cwd()
+    for name, framework in FRAMEWORKS.items():
+        root = tmp_path / name
+        root.mkdir()
+        os.chdir(root)
+        try:
+            out[name] = program(framework, root)
+        finally:
+            os.chdir(here)
+    return out
+
+
+# -- 1. Lightning's no-op base hooks, reachable through super() ----------------------------------------------------
+
+MODULE_HOOKS: dict[str, tuple[Any, ...]] = {
+    "prepare_data": (),
+    "setup": ("fit",),
+    "teardown": ("fit",),
+    "on_fit_start": (),
+    "on_fit_end": (),
+    "on_train_start": (),
+    "on_train_end": (),
+    "on_validation_start": (),
+    "on_validation_end": (),
+    "on_test_start": (),
+    "on_test_end": (),
+    "on_predict_start": (),
+    "on_predict_end": (),
+    "on_train_batch_start": (None, 0),
+    "on_train_batch_end": (None, None, 0),
+    "on_validation_batch_start": (None, 0),
+    "on_validation_batch_end": (None, None, 0),
+    "on_test_batch_start": (None, 0),
+    "on_test_batch_end": (None, None, 0),
+    "on_predict_batch_start": (None, 0),
+    "on_predict_batch_end": (None, None, 0),
+    "on_train_epoch_start": (),
+    "on_train_epoch_end": (),
+    "on_validation_epoch_start": (),
+    "on_validation_epoch_end": (),
+    "on_test_epoch_start": (),
+    "on_test_epoch_end": (),
+    "on_predict_epoch_start": (),
+    "on_predict_epoch_end": (),
+    "on_before_zero_grad": (None,),
+    "on_before_backward": (None,),
+    "on_after_backward": (),
+    "on_before_optimizer_step": (None,),
+    "on_save_checkpoint": ({},),
+    "on_load_checkpoint": ({},),
+}
+"""Lightning's LightningModule hooks that Surge calls, with arguments to call them with."""
+
+
+@pytest.mark.parametrize("hook", sorted(MODULE_HOOKS))
+def test_each_module_hook_has_lightnings_no_op_base(hook: str) -> None:
+    for L in FRAMEWORKS.values():
+        assert getattr(L.LightningModule, hook)(_regressor(L), *MODULE_HOOKS[hook]) is None, L.__name__
+
+
+def test_overrides_calling_super_run_as_in_lightning(tmp_path: Path) -> None:
+    def program(L: Any, root: Path) -> list[str]:
+        def on_train_epoch_end(self: Any) -> None:
+            super(type(self), self).on_train_epoch_end()
+            self.seen.append(f"epoch {self.current_epoch}")
+
+        def on_train_batch_end(self: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            super(type(self), self).on_train_batch_end(outputs, batch, batch_idx)
+            self.seen.append(f"batch {batch_idx}")
+
+        def on_fit_start(self: Any) -> None:
+            super(type(self), self).on_fit_start()
+            self.seen.append("fit")
+
+        model = _regressor(
+            L, on_train_epoch_end=on_train_epoch_end, on_train_batch_end=on_train_batch_end, on_fit_start=on_fit_start
+        )
+        L.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=0, **QUIET).fit(model, _loader())
+        return model.seen
+
+    seen = _both(program, tmp_path)
+    assert (
+        seen["surge"] == seen["lightning"] == ["fit", "batch 0", "batch 1", "epoch 0", "batch 0", "batch 1", "epoch 1"]
+    )
+
+
+def test_the_no_op_bases_are_not_overrides_and_handle_no_event() -> None:
+    from surge.engine._module_hooks import ModuleHooks
+    from surge.engine.module import Module, overrides
+
+    model = _regressor(spl)
+    handlers = [name for name in vars(ModuleHooks(model)) if name.startswith("_")]
+    assert handlers == []
+    assert not overrides(model, Module, "prepare_data")
+
+    def on_fit_start(self: Any) -> None: ...
+
+    assert [n for n in vars(ModuleHooks(_regressor(spl, on_fit_start=on_fit_start))) if n.startswith("_")] == [
+        "_fit_start"
+    ]
