@@ -7,7 +7,7 @@ import inspect
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -143,6 +143,11 @@ class Module(nn.Module):
     training step with its own backward and optimizer step: ``training_step(split, batch_idx, hiddens)``,
     where ``hiddens`` is what the previous piece returned as ``{"loss": ..., "hiddens": ...}`` (detached;
     ``None`` for the first piece of a batch)."""
+
+    _surge_event_fields: ClassVar[Mapping[tuple[str, str], Callable[..., Any]]] = {}
+    """What the Module's handlers get for a field of an event, by ``(event name, field)``, where a subclass's API
+    hands its hooks something other than the event holds (surge-lightning's ``LightningModule``: the ``outputs`` of
+    ``on_train_batch_end`` as Lightning's dict). Read once, when the Module joins a run."""
 
     _log_hyperparams: bool = True
     """``save_hyperparameters(logger=...)``: whether the loggers get ``hparams`` (Lightning's attribute)."""

@@ -764,9 +764,10 @@ class Trainer:
         self.strategy.setup_environment()  # the run directory is made by its first user (run_dir)
         rank_zero_only.rank = self.global_rank  # Lightning's @rank_zero_only follows the running Trainer
         dm = self.datamodule
+        # the DataModule's, then the Module's when it has one (also with a DataModule), as Lightning calls them
         if dm is not None and self._should_prepare_data():
             dm.prepare_data()
-        if dm is None and overrides(self.module, Module, "prepare_data") and self._should_prepare_data():
+        if overrides(self.module, Module, "prepare_data") and self._should_prepare_data():
             self.module.prepare_data()  # type: ignore[attr-defined,operator]
         self.module = self.strategy.setup_module(self.precision_plugin.convert_module(self.module))  # type: ignore[assignment]
         if dm is not None:

@@ -159,3 +159,76 @@ def test_the_no_op_bases_are_not_overrides_and_handle_no_event() -> None:
     assert [n for n in vars(ModuleHooks(_regressor(spl, on_fit_start=on_fit_start))) if n.startswith("_")] == [
         "_fit_start"
     ]
+
+
+# -- 2. on_train_batch_end's outputs --------------------------------------------------------------------------------
+
+
+def _summary(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.requires_grad, round(value.item(), 6))
+    if isinstance(value, dict):
+        return {k: _summary(v) for k, v in sorted(value.items())}
+    return value
+
+
+@pytest.mark.parametrize("returns", ["tensor", "dict", "none", "accumulated", "manual"])
+def test_on_train_batch_end_gets_lightnings_outputs(tmp_path: Path, returns: str) -> None:
+    """The Module's hook and a Callback's get the same: ``{"loss": detached}`` for a tensor (divided by
+    ``accumulate_grad_batches`` in automatic optimization), the dict with its loss detached, ``{}`` for ``None``."""
+
+    def program(L: Any, root: Path) -> list[Any]:
+        def training_step(self: Any, batch: Any, batch_idx: int) -> Any:
+            loss = nn.functional.mse_loss(self.net(batch[0]), batch[1])
+            if returns == "manual":
+                self.manual_backward(loss)
+                self.optimizers().step()
+                self.optimizers().zero_grad()
+            if returns == "dict":
+                return {"loss": loss, "extra": batch_idx}
+            return None if returns == "none" and batch_idx == 1 else loss
+
+        def on_train_batch_end(self: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+            self.seen.append(("module", _summary(outputs)))
+
+        class Recorder(L.Callback):
+            def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, i: int) -> None:
+                pl_module.seen.append(("callback", _summary(outputs)))
+
+        model = _regressor(L, training_step=training_step, on_train_batch_end=on_train_batch_end)
+        model.automatic_optimization = returns != "manual"
+        accumulate = 2 if returns == "accumulated" else 1
+        trainer = L.Trainer(
+            max_epochs=1, limit_train_batches=2, accumulate_grad_batches=accumulate, callbacks=[Recorder()], **QUIET
+        )
+        trainer.fit(model, _loader())
+        return model.seen
+
+    seen = _both(program, tmp_path)
+    assert seen["surge"] == seen["lightning"]
+    assert seen["surge"][1][0] == "module" and isinstance(seen["surge"][1][1], dict)
+
+
+# -- 3. prepare_data with a DataModule ------------------------------------------------------------------------------
+
+
+def test_prepare_data_of_the_datamodule_then_the_module(tmp_path: Path) -> None:
+    def program(L: Any, root: Path) -> list[str]:
+        calls: list[str] = []
+
+        class Data(L.LightningDataModule):
+            def prepare_data(self) -> None:
+                calls.append("datamodule")
+
+            def train_dataloader(self) -> DataLoader:
+                return _loader()
+
+        def prepare_data(self: Any) -> None:
+            calls.append("module")
+
+        model = _regressor(L, prepare_data=prepare_data)
+        L.Trainer(max_epochs=1, limit_train_batches=1, **QUIET).fit(model, datamodule=Data())
+        return calls
+
+    calls = _both(program, tmp_path)
+    assert calls["surge"] == calls["lightning"] == ["datamodule", "module"]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import surge
 import torch
 from surge.engine.module import default_hook
 
 from surge_lightning import inventory
+from surge_lightning._callbacks import step_outputs
 from surge_lightning._lazy import refusing
 
 __all__ = ["LightningModule"]
@@ -25,6 +27,12 @@ class LightningModule(surge.Module):
     example_input_array: Any = None
     """An example input of ``forward`` (the model summary and TensorBoard's graph read it); ``None`` until set, as
     Lightning's."""
+
+    _surge_event_fields: ClassVar[Mapping[tuple[str, str], Callable[..., Any]]] = {
+        ("train_batch_end", "outputs"): lambda event: step_outputs(event.trainer, event.outputs)
+    }
+    """``on_train_batch_end`` gets what Lightning hands it, as a Callback's does: a dict with the detached ``"loss"``
+    (``{"loss": tensor}`` for a step that returned a tensor), not what ``training_step`` returned."""
 
     # -- Lightning's hooks, as do-nothing defaults -------------------------------------------------------------------
     # An override may call ``super().on_train_epoch_end()`` as under Lightning. Each is marked a default hook, so
