@@ -232,3 +232,47 @@ def test_prepare_data_of_the_datamodule_then_the_module(tmp_path: Path) -> None:
 
     calls = _both(program, tmp_path)
     assert calls["surge"] == calls["lightning"] == ["datamodule", "module"]
+
+
+# -- 4. the evaluation stages' loaders: Lightning's shape --------------------------------------------------------
+
+
+def _shape(loaders: Any) -> Any:
+    """A stage's loaders as a program sees them: a loader's batch count, a list of them, or ``None``."""
+    if isinstance(loaders, list):
+        return [_shape(loader) for loader in loaders]
+    return None if loaders is None else (type(loaders).__name__, len(loaders))
+
+
+def test_a_stage_s_loaders_have_lightnings_shape(tmp_path: Path) -> None:
+    """One loader given is the loader itself, several a list, as Lightning's ``CombinedLoader.iterables``."""
+
+    def program(L: Any, root: Path) -> dict[str, Any]:
+        model = _regressor(
+            L,
+            validation_step=lambda self, batch, batch_idx, dataloader_idx=0: None,
+            test_step=lambda self, batch, batch_idx: None,
+            predict_step=lambda self, batch, batch_idx, dataloader_idx=0: 0,
+        )
+        trainer = L.Trainer(max_epochs=1, limit_train_batches=1, **QUIET)
+        trainer.fit(model, _loader(8), val_dataloaders=_loader(12))
+        seen = {"fit": _shape(trainer.val_dataloaders)}
+        trainer.validate(model, [_loader(12), _loader(4)], verbose=False)
+        seen["validate"] = _shape(trainer.val_dataloaders)
+        trainer.test(model, _loader(4), verbose=False)
+        seen["test"] = _shape(trainer.test_dataloaders)
+        trainer.predict(model, [_loader(8), _loader(4)])
+        seen["predict"] = _shape(trainer.predict_dataloaders)
+        return seen
+
+    seen = _both(program, tmp_path)
+    assert (
+        seen["surge"]
+        == seen["lightning"]
+        == {
+            "fit": ("DataLoader", 3),
+            "validate": [("DataLoader", 3), ("DataLoader", 1)],
+            "test": ("DataLoader", 1),
+            "predict": [("DataLoader", 2), ("DataLoader", 1)],
+        }
+    )

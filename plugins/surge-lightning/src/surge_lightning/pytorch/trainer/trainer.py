@@ -77,6 +77,22 @@ class Trainer(surge.Trainer):
             self._idle_checkpoint = ModelCheckpoint()
         return [self._idle_checkpoint]
 
+    @property
+    def val_dataloaders(self) -> Any:
+        """As Lightning's: the loader itself when the run has one, the list when several, ``None`` when none."""
+        return _lightning_shape(super().val_dataloaders)
+
+    @property
+    def test_dataloaders(self) -> Any:
+        """As Lightning's: the loader itself when the test run has one, the list when several, ``None`` when none."""
+        return _lightning_shape(super().test_dataloaders)
+
+    @property
+    def predict_dataloaders(self) -> Any:
+        """As Lightning's: the loader itself when the predict run has one, the list when several, ``None`` when
+        none."""
+        return _lightning_shape(super().predict_dataloaders)
+
     def fit(
         self,
         model: Any,
@@ -134,6 +150,14 @@ def _refuse_overrides(stage: str, given: tuple[Any, ...]) -> None:
         elif isinstance(obj, surge.DataModule):
             base = LightningDataModule if isinstance(obj, LightningDataModule) else surge.DataModule
             inventory.check_overrides(type(obj), "lightning.pytorch.LightningDataModule", base, f"trainer.{stage}")
+
+
+def _lightning_shape(loaders: list[Any]) -> Any:
+    """Lightning's shape of a stage's loaders (its ``CombinedLoader.iterables``): one loader is the loader itself,
+    none is ``None``; several stay a list (loaders given in a dict too: Surge keeps them in order, not by name)."""
+    if not loaders:
+        return None
+    return loaders[0] if len(loaders) == 1 else loaders
 
 
 def _logs_nothing(options: dict[str, Any]) -> bool:
