@@ -117,15 +117,17 @@ def fit(trainer: Trainer) -> None:
 def _sanity_check(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
     held = state.should_stop, state.stop_reason  # a resumed run's stop held back by min_epochs still holds
+    published = dict(trainer._metrics.callback_metrics)  # the check's values are read until it ends, then gone
     state.sanity_checking = True
     if bus.sanity_check_start:
         bus.sanity_check_start(ev.SanityCheckStart(trainer.view))
     # the sanity check only checks: every RNG it draws from is put back, so it changes no number
     with _resume.isolated_rng([trainer.train_dataloader, *trainer._val_loaders]):
         evaluate(trainer, "validation", trainer._val_loaders, trainer.num_sanity_val_batches)
-    state.sanity_checking = False
-    if bus.sanity_check_end:
+    if bus.sanity_check_end:  # still checking there, as in Lightning
         bus.sanity_check_end(ev.SanityCheckEnd(trainer.view))
+    state.sanity_checking = False
+    trainer._metrics.callback_metrics = published
     state.should_stop, state.stop_reason = held  # the sanity check only checks; it decides nothing
 
 
@@ -937,9 +939,10 @@ def _batch_only(step: Any) -> Any:
 
 
 def _publish(trainer: Trainer, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
-    """Reduce what was logged in this evaluation pass; the sanity check's values are dropped."""
+    """Reduce what was logged in this evaluation pass; the sanity check's values go to ``callback_metrics`` only,
+    until the check ends (:func:`_sanity_check`), and are no result."""
     if trainer.state.sanity_checking:
-        trainer._metrics.discard()
+        trainer._metrics.end_epoch(write=False, check=True)
         return {}
     return trainer._metrics.end_epoch(write, reset)
 

@@ -5,6 +5,7 @@ matches and what is still a (documented) difference."""
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -276,3 +277,150 @@ def test_a_stage_s_loaders_have_lightnings_shape(tmp_path: Path) -> None:
             "predict": [("DataLoader", 2), ("DataLoader", 1)],
         }
     )
+
+
+# -- 5. callback_metrics during the sanity check -------------------------------------------------------------------
+
+
+def test_callback_metrics_hold_the_sanity_check_s_values_until_it_ends(tmp_path: Path) -> None:
+    """As Lightning's: empty during the check's batches, its epoch values from ``on_validation_epoch_end`` through
+    ``on_sanity_check_end`` (where ``sanity_checking`` is still true), gone when training starts; the loggers never
+    get them."""
+
+    def program(L: Any, root: Path) -> list[Any]:
+        def record(model: Any, where: str) -> None:
+            metrics = model.trainer.callback_metrics
+            model.seen.append(
+                (where, model.trainer.sanity_checking, {k: round(float(v), 5) for k, v in metrics.items()})
+            )
+
+        def validation_step(self: Any, batch: Any, batch_idx: int) -> None:
+            loss = nn.functional.mse_loss(self.net(batch[0]), batch[1])
+            self.log("val_loss", loss)
+            self.log("val_step", loss, on_step=True, on_epoch=False)
+
+        hooks = {
+            "validation_step": validation_step,
+            "on_validation_batch_end": lambda self, outputs, batch, batch_idx, dataloader_idx=0: record(
+                self, f"batch {batch_idx}"
+            ),
+            "on_validation_epoch_end": lambda self: record(self, "validation_epoch_end"),
+            "on_validation_end": lambda self: record(self, "validation_end"),
+            "on_train_start": lambda self: record(self, "train_start"),
+        }
+
+        class Checks(L.Callback):
+            def on_sanity_check_end(self, trainer: Any, pl_module: Any) -> None:
+                record(pl_module, "sanity_check_end")
+
+        model = _regressor(L, **hooks)
+        trainer = L.Trainer(
+            max_epochs=1, limit_train_batches=1, limit_val_batches=2, num_sanity_val_steps=2, callbacks=[Checks()],
+            **{**QUIET, "logger": L.loggers.CSVLogger(str(root))},
+        )  # fmt: skip
+        trainer.fit(model, _loader(), _loader())
+        rows = (Path(trainer.logger.log_dir) / "metrics.csv").read_text().splitlines()
+        return [*model.seen, len(rows)]
+
+    seen = _both(program, tmp_path)
+    assert seen["surge"] == seen["lightning"]
+    assert seen["surge"][4][0] == "sanity_check_end" and seen["surge"][4][1:] == seen["surge"][2][1:]
+    assert "val_loss" in seen["surge"][2][2]
+
+
+# -- 6. what a resumed fit restores, in which order: a documented difference, said once ----------------------------
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Lightning Trainer's once-per-process warnings, as in a new process."""
+    from surge_lightning.pytorch.trainer import trainer
+
+    monkeypatch.setattr(trainer, "_WARNED", set())
+
+
+def test_a_resumed_fit_restores_in_the_documented_order_and_says_so(tmp_path: Path, fresh_warnings: None) -> None:
+    def program(L: Any, root: Path) -> tuple[list[str], list[str]]:
+        calls: list[str] = []
+
+        class Data(L.LightningDataModule):
+            def train_dataloader(self) -> DataLoader:
+                calls.append("datamodule.train_dataloader")
+                return _loader()
+
+            def state_dict(self) -> dict[str, int]:
+                return {"seen": 1}
+
+            def load_state_dict(self, state: dict[str, Any]) -> None:
+                calls.append("datamodule.load_state_dict")
+
+        class Stateful(L.Callback):
+            def state_dict(self) -> dict[str, int]:
+                return {"seen": 1}
+
+            def load_state_dict(self, state: dict[str, Any]) -> None:
+                calls.append("callback.load_state_dict")
+
+        def on_load_checkpoint(self: Any, checkpoint: dict[str, Any]) -> None:
+            calls.append("module.on_load_checkpoint")
+
+        first = L.Trainer(max_epochs=1, limit_train_batches=2, callbacks=[Stateful()], **QUIET)
+        first.fit(_regressor(L), datamodule=Data())
+        path = str(root / "resume.ckpt")
+        first.save_checkpoint(path)
+        calls.clear()
+        with pytest.warns() as caught:
+            warnings.warn("a marker, so that the block records warnings under either API", UserWarning, stacklevel=1)
+            L.Trainer(max_epochs=2, limit_train_batches=2, callbacks=[Stateful()], **QUIET).fit(
+                _regressor(L, on_load_checkpoint=on_load_checkpoint), datamodule=Data(), ckpt_path=path
+            )
+        return calls, [str(w.message) for w in caught if "load_state_dict after" in str(w.message)]
+
+    (theirs, _), (ours, said) = _both(program, tmp_path).values()
+    assert theirs == [
+        "module.on_load_checkpoint",
+        "datamodule.load_state_dict",
+        "callback.load_state_dict",
+        "datamodule.train_dataloader",
+    ]
+    assert ours == [  # docs/porting.md, Hook order
+        "datamodule.train_dataloader",
+        "callback.load_state_dict",
+        "datamodule.load_state_dict",
+        "module.on_load_checkpoint",
+    ]
+    assert len(said) == 1 and "Data.load_state_dict" in said[0] and "on_load_checkpoint" in said[0]
+
+
+# -- 7. an epoch-interval scheduler's step: a documented difference, said once -------------------------------------
+
+
+def test_an_epoch_scheduler_steps_at_the_documented_point_and_says_so(tmp_path: Path, fresh_warnings: None) -> None:
+    def program(L: Any, root: Path) -> tuple[list[tuple[str, float]], list[str]]:
+        def record(model: Any, where: str) -> None:
+            model.seen.append((where, model.optimizers().param_groups[0]["lr"]))
+
+        def configure_optimizers(self: Any) -> Any:
+            optimizer = torch.optim.SGD(self.parameters(), lr=1.0)
+            return {"optimizer": optimizer, "lr_scheduler": torch.optim.lr_scheduler.StepLR(optimizer, 1, 0.5)}
+
+        model = _regressor(
+            L,
+            configure_optimizers=configure_optimizers,
+            on_train_epoch_start=lambda self: record(self, "train_epoch_start"),
+            on_train_batch_end=lambda self, outputs, batch, batch_idx: record(self, f"train_batch_end {batch_idx}"),
+            on_validation_start=lambda self: record(self, "validation_start"),
+            on_train_epoch_end=lambda self: record(self, "train_epoch_end"),
+        )
+        trainer = L.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0, **QUIET)
+        with pytest.warns() as caught:
+            warnings.warn("a marker, so that the block records warnings under either API", UserWarning, stacklevel=1)
+            trainer.fit(model, _loader(), _loader())
+        return model.seen, [str(w.message) for w in caught if "interval 'epoch'" in str(w.message)]
+
+    (theirs, _), (ours, said) = _both(program, tmp_path).values()
+    hooks = ["train_epoch_start", "train_batch_end 0", "train_batch_end 1", "validation_start", "train_epoch_end"]
+    # Lightning's hooks after the epoch's last step read the next epoch's rate; Surge's the epoch's own
+    assert theirs == list(zip(hooks * 2, [1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25], strict=True))
+    assert ours == list(zip(hooks * 2, [1.0] * 5 + [0.5] * 5, strict=True))  # docs/porting.md, Hook order
+    assert len(said) == 1 and "Regressor.on_train_batch_end" in said[0] and "on_train_epoch_start" in said[0]
