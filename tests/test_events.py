@@ -579,7 +579,7 @@ def test_module_hooks_get_lightning_style_arguments(hidden: Any, make_trainer: A
     assert model.calls == [
         ("setup", "fit"),
         ("on_fit_start", "FitStart", True),
-        ("on_validation_epoch_end", True, False),  # the sanity check's metrics are not published
+        ("on_validation_epoch_end", True, True),  # the sanity check's epoch values are read here, as in Lightning
         ("on_train_start", True, True),
         ("on_train_batch_end", True, True, 0),
         ("on_train_batch_end", True, True, 1),

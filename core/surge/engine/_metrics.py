@@ -245,30 +245,38 @@ class MetricStore:
         if write and flush:
             self.flush(step)
 
-    def end_epoch(self, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
+    def end_epoch(
+        self, write: bool = True, reset: bool = True, check: bool = False
+    ) -> dict[str, tuple[torch.Tensor, int | None]]:
         """Reduce the current context's epoch accumulators and publish them; returns what goes to the loggers
         (Lightning's return value of validate/test: ``logger=True`` values under their logged names), each with
         the evaluation loader it was logged from (``None``: no loader's, such as a value logged in
         ``*_epoch_end``). ``write=False`` keeps them pending, so that what ``*_epoch_end`` handlers log goes out
         in one write with them; with ``write`` and ``reset``, the torchmetrics objects logged are reset now
-        (an evaluation resets them later, after its ``*_end`` handlers: :meth:`reset_objects`)."""
+        (an evaluation resets them later, after its ``*_end`` handlers: :meth:`reset_objects`). ``check``: the
+        sanity check's epoch, whose values go to ``callback_metrics`` only, as Lightning's hold them until the
+        check ends (the loop then puts back what was there before): nothing to the loggers, the bar or
+        ``logged_metrics``, and its per-step values are dropped."""
         self.late = None
-        self.end_step(write=True, flush=False)  # values logged per step outside any step: in the epoch's write
+        if check:
+            self._step.clear()
+        else:
+            self.end_step(write=True, flush=False)  # values logged per step outside any step: in the epoch's write
         reduced: dict[str, tuple[torch.Tensor, int | None]] = {}
         for context, name in [key for key in self._epoch if key[0] == self.context]:
             acc, meta = self._epoch.pop((context, name))
             value = acc.reduce()
             if meta.sync_dist:
                 value = self.reduce_across(value, acc.reduce_fx if isinstance(acc.reduce_fx, str) else "mean")
-            self._publish_epoch(name, value, meta, reduced, acc.dataloader_idx)
+            self._publish_epoch(name, value, meta, reduced, acc.dataloader_idx, check)
         for context, name in [key for key in self._objects if key[0] == self.context]:
             metric, meta, loader = self._objects.pop((context, name))
             self._to_reset.append(metric)
             if meta.on_epoch:
-                self._publish_epoch(name, _computed(metric, name), meta, reduced, loader)
+                self._publish_epoch(name, _computed(metric, name), meta, reduced, loader, check)
         for key in [key for key in self._owners if key[0] == self.context]:
             del self._owners[key]
-        if write:
+        if write and not check:
             if reset:
                 self.reset_objects()
             self.flush()
@@ -289,10 +297,13 @@ class MetricStore:
         meta: _Meta,
         logged: dict[str, tuple[torch.Tensor, int | None]],
         loader: int | None,
+        check: bool = False,
     ) -> None:
         key = _forked(name, "_epoch") if meta.on_step else name
         value = self._out(value)
         self.callback_metrics[name] = self.callback_metrics[key] = value
+        if check:
+            return
         if meta.prog_bar:
             self.progress_bar_metrics[key] = value
         if meta.logger:
@@ -368,19 +379,6 @@ class MetricStore:
             (self.progress_bar_metrics, published.get("progress_bar", {})),
         ):
             restored.update({k: self._out(v.to(device)) for k, v in saved.items()})
-
-    def discard(self) -> None:
-        """Forget what the current context logged since the last publication (the sanity check's metrics).
-        The torchmetrics objects it logged keep their state until :meth:`reset_objects`, after the sanity
-        check's ``validation_epoch_end`` and ``validation_end`` handlers, which may read them, as in Lightning;
-        they are not computed here."""
-        self._step.clear()
-        for key in [key for key in self._epoch if key[0] == self.context]:
-            del self._epoch[key]
-        for key in [key for key in self._objects if key[0] == self.context]:
-            self._to_reset.append(self._objects.pop(key)[0])
-        for owned in [key for key in self._owners if key[0] == self.context]:
-            del self._owners[owned]
 
     def _out(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.cpu() if self.move_to_cpu else tensor

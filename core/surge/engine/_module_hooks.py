@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from surge.engine.module import is_default_hook
 from surge.errors import SurgeError
 from surge.events import EVENTS, Event
 from surge.events.hooks import hookimpl
@@ -36,16 +37,25 @@ class ModuleHooks:
 
     def __init__(self, module: object) -> None:
         self.owner = type(module)
+        fields: Mapping[tuple[str, str], Callable[[Event], Any]] = getattr(module, "_surge_event_fields", {})
         for event_name, event_cls in EVENTS.items():
             for method_name in (f"on_{event_name}", *_ALIASES.get(event_name, ())):
                 method = getattr(module, method_name, None)
-                if callable(method):
-                    handler = hookimpl(specname=event_name)(_adapt(method, event_cls, type(module).__name__))
+                if callable(method) and not is_default_hook(method):
+                    adapted = _adapt(method, event_cls, type(module).__name__, fields)
+                    handler = hookimpl(specname=event_name)(adapted)
                     setattr(self, f"_{event_name}", handler)
                     break
 
 
-def _adapt(method: Callable[..., Any], event_cls: type[Event], owner: str) -> Callable[[Event], Any]:
+def _adapt(
+    method: Callable[..., Any],
+    event_cls: type[Event],
+    owner: str,
+    fields: Mapping[tuple[str, str], Callable[[Event], Any]],
+) -> Callable[[Event], Any]:
+    """A handler calling ``method`` with the event's fields its parameters name; ``fields`` replaces the getter of
+    an ``(event, field)`` pair (the Module's class says what its API hands a hook, where Surge's event differs)."""
     field_names = {f.name for f in dataclasses.fields(event_cls)}
     getters: list[Callable[[Event], Any]] = []
     by_name: dict[str, Callable[[Event], Any]] = {}  # keyword-only, or after a parameter left to its default
@@ -56,7 +66,7 @@ def _adapt(method: Callable[..., Any], event_cls: type[Event], owner: str) -> Ca
         if name in _EXTRA_PARAMS:
             get = _EXTRA_PARAMS[name]
         elif name in field_names:
-            get = _field_getter(name)
+            get = fields.get((event_cls.name, name)) or _field_getter(name)
         elif param.default is not param.empty:
             skipped = True
             continue

@@ -45,13 +45,13 @@ def run_stage(trainer: Trainer, stage: str) -> Any:
     if stage == "fit":
         return fit(trainer)
     if stage == "validate":
-        return evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
+        return evaluate(trainer, "validation", trainer._val_loaders, trainer.num_val_batches)
     if stage == "test":
         loop = trainer._loop
-        limits = [_limit(d, loop.limit_test, "limit_test_batches") for d in trainer.test_dataloaders]
-        return evaluate(trainer, "test", trainer.test_dataloaders, limits)
-    limits = [_limit(d, trainer._loop.limit_predict, "limit_predict_batches") for d in trainer.predict_dataloaders]
-    return evaluate(trainer, "predict", trainer.predict_dataloaders, limits)
+        limits = [_limit(d, loop.limit_test, "limit_test_batches") for d in trainer._test_loaders]
+        return evaluate(trainer, "test", trainer._test_loaders, limits)
+    limits = [_limit(d, trainer._loop.limit_predict, "limit_predict_batches") for d in trainer._predict_loaders]
+    return evaluate(trainer, "predict", trainer._predict_loaders, limits)
 
 
 def takes_batch_idx(step: Any) -> bool:
@@ -81,7 +81,7 @@ def fit(trainer: Trainer) -> None:
         state.epoch_start_batches, state.epoch_loop_done, state.epoch_rng = state.total_batches, False, None
     if bus.fit_start:
         bus.fit_start(ev.FitStart(trainer.view))
-    if trainer.val_dataloaders and any(trainer.num_sanity_val_batches):
+    if trainer._val_loaders and any(trainer.num_sanity_val_batches):
         _sanity_check(trainer)
     if bus.train_start:
         bus.train_start(ev.TrainStart(trainer.view))
@@ -117,15 +117,17 @@ def fit(trainer: Trainer) -> None:
 def _sanity_check(trainer: Trainer) -> None:
     bus, state = trainer._bus, trainer.state
     held = state.should_stop, state.stop_reason  # a resumed run's stop held back by min_epochs still holds
+    published = dict(trainer._metrics.callback_metrics)  # the check's values are read until it ends, then gone
     state.sanity_checking = True
     if bus.sanity_check_start:
         bus.sanity_check_start(ev.SanityCheckStart(trainer.view))
     # the sanity check only checks: every RNG it draws from is put back, so it changes no number
-    with _resume.isolated_rng([trainer.train_dataloader, *trainer.val_dataloaders]):
-        evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_sanity_val_batches)
-    state.sanity_checking = False
-    if bus.sanity_check_end:
+    with _resume.isolated_rng([trainer.train_dataloader, *trainer._val_loaders]):
+        evaluate(trainer, "validation", trainer._val_loaders, trainer.num_sanity_val_batches)
+    if bus.sanity_check_end:  # still checking there, as in Lightning
         bus.sanity_check_end(ev.SanityCheckEnd(trainer.view))
+    state.sanity_checking = False
+    trainer._metrics.callback_metrics = published
     state.should_stop, state.stop_reason = held  # the sanity check only checks; it decides nothing
 
 
@@ -350,7 +352,7 @@ class _ValidationSchedule:
 def _val_check_batches(trainer: Trainer) -> int | None:
     """Validate after every this many training batches (0: at the end of an epoch of unknown length;
     ``None``: never, there is no validation data)."""
-    if not trainer.val_dataloaders or not any(trainer.num_val_batches):
+    if not trainer._val_loaders or not any(trainer.num_val_batches):
         return None
     interval, n = trainer._loop.val_check_interval, trainer.num_training_batches
     if isinstance(interval, int):
@@ -373,7 +375,7 @@ def _validate_during_fit(trainer: Trainer) -> None:
     # Until its batches are done it counts as not run: a checkpoint written meanwhile (after Ctrl-C in it)
     # records the RNG states from before it, and the resumed run runs it again (see ``evaluate``).
     trainer._validation_rng = _resume.rng_states(trainer.train_dataloader)
-    evaluate(trainer, "validation", trainer.val_dataloaders, trainer.num_val_batches)
+    evaluate(trainer, "validation", trainer._val_loaders, trainer.num_val_batches)
     trainer.module.train()
     trainer._metrics.context = "train"
 
@@ -956,9 +958,10 @@ def _batch_only(step: Any) -> Any:
 
 
 def _publish(trainer: Trainer, write: bool = True, reset: bool = True) -> dict[str, tuple[torch.Tensor, int | None]]:
-    """Reduce what was logged in this evaluation pass; the sanity check's values are dropped."""
+    """Reduce what was logged in this evaluation pass; the sanity check's values go to ``callback_metrics`` only,
+    until the check ends (:func:`_sanity_check`), and are no result."""
     if trainer.state.sanity_checking:
-        trainer._metrics.discard()
+        trainer._metrics.end_epoch(write=False, check=True)
         return {}
     return trainer._metrics.end_epoch(write, reset)
 

@@ -7,7 +7,7 @@ import inspect
 import sys
 from argparse import Namespace
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -150,6 +150,11 @@ class Module(nn.Module):
     set to ``False`` on a class, stays in ``self.hparams`` while checkpoints and loggers leave it out, with one
     warning naming the keys and the fix (surge-lightning's ``LightningModule`` does, as Lightning saves such values
     and a Surge checkpoint still loads with ``torch.load(weights_only=True)``)."""
+
+    _surge_event_fields: ClassVar[Mapping[tuple[str, str], Callable[..., Any]]] = {}
+    """What the Module's handlers get for a field of an event, by ``(event name, field)``, where a subclass's API
+    hands its hooks something other than the event holds (surge-lightning's ``LightningModule``: the ``outputs`` of
+    ``on_train_batch_end`` as Lightning's dict). Read once, when the Module joins a run."""
 
     _log_hyperparams: bool = True
     """``save_hyperparameters(logger=...)``: whether the loggers get ``hparams`` (Lightning's attribute)."""
@@ -778,8 +783,24 @@ def batch_transfer_steps(module: Module, datamodule: DataModule | None) -> dict[
 
 def overrides(obj: object, base: type, name: str) -> bool:
     """Whether ``obj`` defines ``name`` itself, in its class or on the instance (``model.training_step = fn``),
-    rather than inheriting ``base``'s."""
-    return name in getattr(obj, "__dict__", ()) or getattr(type(obj), name, None) is not getattr(base, name, None)
+    rather than inheriting ``base``'s or a subclass's do-nothing default (:func:`default_hook`)."""
+    if name in getattr(obj, "__dict__", ()):
+        return True
+    found = getattr(type(obj), name, None)
+    return found is not getattr(base, name, None) and not is_default_hook(found)
+
+
+def default_hook(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``fn``, a base class's hook that does nothing, as not an override: a subclass of :class:`Module` that
+    gives the hooks of another API as no-ops (so that an override may call ``super().on_fit_start()``, as
+    Lightning's do) makes the loops call none of them, and costs nothing, until a user's class overrides one."""
+    fn.__surge_default_hook__ = True  # type: ignore[attr-defined]
+    return fn
+
+
+def is_default_hook(method: object) -> bool:
+    """Whether ``method`` (a function or a bound method) is marked by :func:`default_hook`."""
+    return getattr(method, "__surge_default_hook__", False) is True
 
 
 def _tensors(batch: Any) -> list[torch.Tensor]:

@@ -184,9 +184,11 @@ class Trainer:
         self.optimizers: list[torch.optim.Optimizer] = []
         self.lr_scheduler_configs: list[LRSchedulerConfig] = []
         self.train_dataloader: Any = None
-        self.val_dataloaders: list[Any] = []
-        self.test_dataloaders: list[Any] = []
-        self.predict_dataloaders: list[Any] = []
+        # the loaders of each evaluation stage, a list (the loops read these; the public properties below may be
+        # given another shape by a subclass, as the Lightning API's Trainer does)
+        self._val_loaders: list[Any] = []
+        self._test_loaders: list[Any] = []
+        self._predict_loaders: list[Any] = []
         self.num_training_batches: float = 0
         self.accumulate_grad_batches: int = (
             self.config.accumulate_grad_batches if isinstance(self.config.accumulate_grad_batches, int) else 1
@@ -230,6 +232,21 @@ class Trainer:
     @property
     def max_epochs(self) -> int:
         return self._loop.max_epochs
+
+    @property
+    def val_dataloaders(self) -> list[Any]:
+        """The validation loaders of the fit or validate run, a list ([] when none)."""
+        return self._val_loaders
+
+    @property
+    def test_dataloaders(self) -> list[Any]:
+        """The test loaders of the test run, a list ([] when none)."""
+        return self._test_loaders
+
+    @property
+    def predict_dataloaders(self) -> list[Any]:
+        """The prediction loaders of the predict run, a list ([] when none)."""
+        return self._predict_loaders
 
     @property
     def max_steps(self) -> int:
@@ -771,9 +788,10 @@ class Trainer:
         self.strategy.setup_environment()  # the run directory is made by its first user (run_dir)
         rank_zero_only.rank = self.global_rank  # Lightning's @rank_zero_only follows the running Trainer
         dm = self.datamodule
+        # the DataModule's, then the Module's when it has one (also with a DataModule), as Lightning calls them
         if dm is not None and self._should_prepare_data():
             dm.prepare_data()
-        if dm is None and overrides(self.module, Module, "prepare_data") and self._should_prepare_data():
+        if overrides(self.module, Module, "prepare_data") and self._should_prepare_data():
             self.module.prepare_data()  # type: ignore[attr-defined,operator]
         self.module = self.strategy.setup_module(self.precision_plugin.convert_module(self.module))  # type: ignore[assignment]
         if dm is not None:
@@ -890,15 +908,15 @@ class Trainer:
                 raise SurgeError(
                     "trainer.test() found no test data: pass dataloaders=, a datamodule, or define test_dataloader()"
                 )
-            self.test_dataloaders = [strategy.process_dataloader(t, "test") for t in tests]
+            self._test_loaders = [strategy.process_dataloader(t, "test") for t in tests]
         if stage == "predict":
             preds = _data.as_list(source("predict", "predict_dataloader"))
             if not preds:
                 raise SurgeError(
                     "trainer.predict() found no data: pass dataloaders=, a datamodule, or define predict_dataloader()"
                 )
-            self.predict_dataloaders = [strategy.process_dataloader(p, "predict") for p in preds]
-        if stage == "validate" and not self.val_dataloaders:
+            self._predict_loaders = [strategy.process_dataloader(p, "predict") for p in preds]
+        if stage == "validate" and not self._val_loaders:
             raise SurgeError(
                 "trainer.validate() found no validation data: pass dataloaders=, a datamodule, or define val_dataloader()"
             )
@@ -922,9 +940,9 @@ class Trainer:
 
     def _set_val_loaders(self, loaders: Any) -> None:
         loop = self._loop
-        self.val_dataloaders = [self.strategy.process_dataloader(v, "validate") for v in _data.as_list(loaders)]
+        self._val_loaders = [self.strategy.process_dataloader(v, "validate") for v in _data.as_list(loaders)]
         self.num_val_batches = [
-            _data.num_batches(_data.loader_len(v), loop.limit_val, "limit_val_batches") for v in self.val_dataloaders
+            _data.num_batches(_data.loader_len(v), loop.limit_val, "limit_val_batches") for v in self._val_loaders
         ]
         sanity = loop.num_sanity_val_steps
         self.num_sanity_val_batches = [n if sanity == -1 else min(n, sanity) for n in self.num_val_batches]

@@ -162,14 +162,17 @@ class FitStart(Event):
 class SanityCheckStart(Event):
     """Before the validation sanity check (``num_sanity_val_steps``). Skipped entirely when there is none.
 
-    May change: Nothing; metrics logged during the sanity check are discarded."""
+    May change: Nothing; metrics logged during the sanity check reach ``callback_metrics`` only, from its
+    ``validation_epoch_end`` until ``sanity_check_end``, as Lightning's (no logger, bar or ``logged_metrics`` gets
+    them), and are gone once it ends."""
 
     name: ClassVar[str] = "sanity_check_start"
 
 
 @dataclass(frozen=True, slots=True)
 class SanityCheckEnd(Event):
-    """After the validation sanity check. A stop requested during the sanity check is dropped here: the check only
+    """After the validation sanity check, with ``trainer.sanity_checking`` still true and the check's values in
+    ``callback_metrics`` (as in Lightning). A stop requested during the sanity check is dropped here: the check only
     checks.
 
     May change: Nothing."""

@@ -376,6 +376,19 @@ class RunView:
     def logged_metrics(self) -> Mapping[str, torch.Tensor]:
         return MappingProxyType(self._trainer.logged_metrics)
 
+    # -- each evaluation stage's loaders, a list: Surge's shape, whatever shape a Trainer subclass gives its own API
+    @property
+    def val_dataloaders(self) -> list[Any]:
+        return self._trainer._val_loaders  # type: ignore[no-any-return]
+
+    @property
+    def test_dataloaders(self) -> list[Any]:
+        return self._trainer._test_loaders  # type: ignore[no-any-return]
+
+    @property
+    def predict_dataloaders(self) -> list[Any]:
+        return self._trainer._predict_loaders  # type: ignore[no-any-return]
+
     # -- the rest of Run: forwarding properties added below; anything else public: the Trainer's --------------------
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

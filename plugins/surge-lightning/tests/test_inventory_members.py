@@ -304,7 +304,6 @@ KNOWN: dict[tuple[str, str], Callable[[str, Any], Any]] = {
     ("trainer", "optimizers"): lambda where, value: (
         SKIP if where.endswith(("on_train_batch_end 2", "on_train_epoch_end", "fit on_validation_end")) else value
     ),
-    ("trainer", "callback_metrics"): lambda where, value: SKIP if "(sanity check)" in where else value,
     ("trainer", "logged_metrics"): lambda where, value: SKIP if "(sanity check)" in where else value,
     ("trainer", "train_dataloader"): lambda where, value: value if where.startswith("fit") else SKIP,
     ("trainer", "val_dataloaders"): _stage_loaders("validate"),

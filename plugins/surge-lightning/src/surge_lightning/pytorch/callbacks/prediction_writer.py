@@ -51,7 +51,7 @@ class BasePredictionWriter(Callback):
         raise NotImplementedError
 
     def on_predict_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        loaders = list(trainer.predict_dataloaders)
+        loaders = trainer.view.predict_dataloaders  # a list, one loader or several (the Trainer's is Lightning's shape)
         self._indices = [_batch_indices(loader) for loader in loaders]
         self._predictions = [[] for _ in loaders]
 

@@ -77,6 +77,22 @@ class Trainer(surge.Trainer):
             self._idle_checkpoint = ModelCheckpoint()
         return [self._idle_checkpoint]
 
+    @property
+    def val_dataloaders(self) -> Any:
+        """As Lightning's: the loader itself when the run has one, the list when several, ``None`` when none."""
+        return _lightning_shape(super().val_dataloaders)
+
+    @property
+    def test_dataloaders(self) -> Any:
+        """As Lightning's: the loader itself when the test run has one, the list when several, ``None`` when none."""
+        return _lightning_shape(super().test_dataloaders)
+
+    @property
+    def predict_dataloaders(self) -> Any:
+        """As Lightning's: the loader itself when the predict run has one, the list when several, ``None`` when
+        none."""
+        return _lightning_shape(super().predict_dataloaders)
+
     def fit(
         self,
         model: Any,
@@ -103,6 +119,8 @@ class Trainer(surge.Trainer):
             )
             return
         follow_rank(self.global_rank)
+        if ckpt_path is not None:
+            _warn_restore_order(datamodule)
         super().fit(model, train_dataloaders, val_dataloaders, datamodule, ckpt_path, trusted)
         if self.state.status == "finished":
             self._fit_finished = self.state.stop_reason or (
@@ -110,6 +128,11 @@ class Trainer(surge.Trainer):
                 if 0 <= self.max_steps <= self.global_step
                 else f"max_epochs={self.max_epochs} reached"
             )
+
+    def _setup(self, stage: str, loaders: dict[str, Any]) -> None:
+        super()._setup(stage, loaders)
+        if stage == "fit":
+            _warn_epoch_schedulers(self)
 
     def validate(
         self,
@@ -193,6 +216,80 @@ def _refuse_overrides(stage: str, given: tuple[Any, ...]) -> None:
         elif isinstance(obj, surge.DataModule):
             base = LightningDataModule if isinstance(obj, LightningDataModule) else surge.DataModule
             inventory.check_overrides(type(obj), "lightning.pytorch.LightningDataModule", base, f"trainer.{stage}")
+
+
+def _lightning_shape(loaders: list[Any]) -> Any:
+    """Lightning's shape of a stage's loaders (its ``CombinedLoader.iterables``): one loader is the loader itself,
+    none is ``None``; several stay a list (loaders given in a dict too: Surge keeps them in order, not by name)."""
+    if not loaders:
+        return None
+    return loaders[0] if len(loaders) == 1 else loaders
+
+
+_WARNED: set[str] = set()
+"""The differences from Lightning already warned about in this process (each is said once)."""
+
+_LATE_RATE_HOOKS = (
+    "on_train_batch_end",
+    "on_validation_start",
+    "on_validation_epoch_start",
+    "on_validation_batch_start",
+    "on_validation_batch_end",
+    "on_validation_epoch_end",
+    "on_validation_end",
+    "on_train_epoch_end",
+)
+"""The hooks that run between an epoch's last optimizer step and its end: under Lightning they see the learning
+rate an epoch-interval scheduler set for the next epoch, under Surge the epoch's own."""
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _warn_epoch_schedulers(trainer: Trainer) -> None:
+    """Say, once, that an epoch-interval scheduler steps later than Lightning's when a hook that runs in between
+    (the Module's, or a Callback's) may read the learning rate: the training itself is the same."""
+    from surge.engine.module import overrides
+
+    from surge_lightning.pytorch.callbacks.callback import Callback
+
+    epoch_wise = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and c.monitor is None]
+    if not epoch_wise or not trainer.module.automatic_optimization:
+        return
+    hooks = [
+        f"{type(trainer.module).__name__}.{n}" for n in _LATE_RATE_HOOKS if overrides(trainer.module, surge.Module, n)
+    ]
+    for callback in trainer.callbacks:
+        if isinstance(callback, Callback):
+            hooks += [f"{type(callback).__name__}.{n}" for n in _LATE_RATE_HOOKS if overrides(callback, Callback, n)]
+    if hooks:
+        _warn_once(
+            "epoch schedulers",
+            f"{type(epoch_wise[0].scheduler).__name__} (interval 'epoch') steps after on_train_epoch_end under Surge; "
+            "Lightning steps it right after the epoch's last optimizer step, so "
+            f"{', '.join(hooks)} read(s) the epoch's own learning rate here where Lightning's read the next epoch's "
+            "(training is the same). Read the rate in on_train_epoch_start, where both agree (docs/porting.md, "
+            "Hook order)",
+        )
+
+
+def _warn_restore_order(datamodule: Any) -> None:
+    """Say, once, that a resumed fit restores a LightningDataModule's state after its loaders are built."""
+    from surge.engine.module import overrides
+
+    if isinstance(datamodule, surge.DataModule) and overrides(datamodule, surge.DataModule, "load_state_dict"):
+        _warn_once(
+            "restore order",
+            f"a resumed fit calls {type(datamodule).__name__}.load_state_dict after train_dataloader/val_dataloader "
+            "and configure_optimizers, and the Module's on_load_checkpoint after it and the callbacks' "
+            "load_state_dict; Lightning calls the Module's on_load_checkpoint, then the DataModule's load_state_dict, "
+            "then the callbacks', all before the loaders are built. Build what depends on the restored state in the "
+            "loader itself (its sampler or dataset reading the DataModule when iterated), not in train_dataloader "
+            "(docs/porting.md, Hook order)",
+        )
 
 
 def _logs_nothing(options: dict[str, Any]) -> bool:
