@@ -3,9 +3,13 @@
 Both variants are the program ``plugins/surge-ddp/tests/_program.py`` (``surge`` / ``reference``), started
 the same way, ``python -m torch.distributed.run --standalone --nproc-per-node=2``, on the gloo backend with
 one CPU thread per process: the same MLP, data, ``DistributedSampler`` and SGD, no per-step host copy
-(``--no-record``). Each rank reports the seconds of its training (Surge: from ``on_train_start``, after the
-process group, the DDP wrapper and the loaders are set up, to the end of ``trainer.fit``; the reference: from
-after building its wrapper and loader to the end of its loop); a run counts as its slowest rank. Rounds alternate the two variants; the table reports medians and the median of the per-round ratios.
+(``--no-record``), and, when Lightning is installed, the same on Lightning's ``Trainer(strategy="ddp")`` with
+its optional features off. Each rank reports the seconds of its training (Surge and Lightning: from
+``on_train_start``, after the process group, the DDP wrapper and the loaders are set up, to the end of
+``trainer.fit``; the reference: from after building its wrapper and loader to the end of its loop); a run counts
+as its slowest rank. Each round runs every variant, in an order that rotates from round to round; the table
+reports medians, the median of the per-round throughput ratios to the reference, and their spread (min-max).
+Issue 27's goal: Surge at least 0.97x the hand-written loop over 10 rounds.
 
 Usage::
 
@@ -17,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -47,30 +52,39 @@ def run(variant: str, sizes: list[str]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--size", type=int, default=16384, help="samples in the data set")
     parser.add_argument("--width", type=int, default=256, help="hidden width of the MLP")
     parser.add_argument("--batch", type=int, default=32, help="batch size per process")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke run")
+    parser.add_argument("--no-lightning", action="store_true", help="leave Lightning's row out")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.size, args.width, args.epochs = 1, 64, 8, 1
     sizes = [f"--size={args.size}", f"--width={args.width}", f"--batch={args.batch}", f"--epochs={args.epochs}"]
-    samples: dict[str, list[float]] = {"reference": [], "surge": []}
+    variants = ["reference", "surge"]
+    if not args.no_lightning and importlib.util.find_spec("lightning") is not None:
+        variants.append("lightning")
+    samples: dict[str, list[float]] = {variant: [] for variant in variants}
     ratios: list[float] = []
+    lightning_ratios: list[float] = []
     steps = 0.0
     for round_ in range(args.rounds):
-        order = ["reference", "surge"] if round_ % 2 == 0 else ["surge", "reference"]
+        order = variants[round_ % len(variants) :] + variants[: round_ % len(variants)]
         result = {variant: run(variant, sizes) for variant in order}
         for variant in order:
             samples[variant].append(result[variant]["seconds"])
         steps = result["surge"]["steps"]
-        assert steps == result["reference"]["steps"], "both variants must take the same optimizer steps"
+        assert all(r["steps"] == steps for r in result.values()), "every variant must take the same optimizer steps"
         ratios.append(result["reference"]["seconds"] / result["surge"]["seconds"])
+        if "lightning" in result:
+            lightning_ratios.append(result["reference"]["seconds"] / result["lightning"]["seconds"])
     config = {"rounds": args.rounds, "size": args.size, "width": args.width, "batch": args.batch, "epochs": args.epochs}
     report: dict[str, Any] = {"config": config, "samples": samples, "ratios": ratios, "steps": steps}
+    if lightning_ratios:
+        report["lightning_ratios"] = lightning_ratios
     print(markdown(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
@@ -81,12 +95,19 @@ def summary(result: dict[str, Any]) -> dict[str, float]:
     throughput over torch's)."""
     samples = result["samples"]
     times = [s / r for s, r in zip(samples["surge"], samples["reference"], strict=True)]
-    return {
+    found = {
         "reference_s": statistics.median(samples["reference"]),
         "surge_s": statistics.median(samples["surge"]),
         "time_ratio": statistics.median(times),
         "throughput_ratio": statistics.median(result["ratios"]),
+        "throughput_min": min(result["ratios"]),
+        "throughput_max": max(result["ratios"]),
     }
+    if result.get("lightning_ratios"):
+        found["lightning_s"] = statistics.median(samples["lightning"])
+        found["lightning_ratio"] = statistics.median(result["lightning_ratios"])
+        found["lightning_min"], found["lightning_max"] = min(result["lightning_ratios"]), max(result["lightning_ratios"])
+    return found
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -98,12 +119,20 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{cfg['batch']}/process, {int(steps)} steps, {cfg['rounds']} round(s)"
             ),
             "",
-            "| variant | median seconds | steps/s | throughput vs torch DDP |",
-            "| --- | ---: | ---: | ---: |",
-            f"| torch DDP (hand-written) | {s['reference_s']:.3f} | {steps / s['reference_s']:.1f} | 1.000 |",
+            "| variant | median seconds | steps/s | throughput vs torch DDP (median) | spread (min-max) |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            f"| torch DDP (hand-written) | {s['reference_s']:.3f} | {steps / s['reference_s']:.1f} | 1.000 | - |",
             (
                 f"| surge strategy='ddp' | {s['surge_s']:.3f} | {steps / s['surge_s']:.1f} | "
-                f"{s['throughput_ratio']:.3f} |"
+                f"{s['throughput_ratio']:.3f} | {s['throughput_min']:.3f}-{s['throughput_max']:.3f} |"
+            ),
+            *(
+                [
+                    f"| lightning strategy='ddp' | {s['lightning_s']:.3f} | {steps / s['lightning_s']:.1f} | "
+                    f"{s['lightning_ratio']:.3f} | {s['lightning_min']:.3f}-{s['lightning_max']:.3f} |"
+                ]
+                if "lightning_ratio" in s
+                else []
             ),
         ]
     )

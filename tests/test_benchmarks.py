@@ -171,7 +171,11 @@ def test_ddp_report_from_known_samples() -> None:
     summary = ddp.summary(result)
     assert summary["time_ratio"] == pytest.approx(1.1)
     assert summary["surge_s"] == pytest.approx(1.3)
-    assert "| surge strategy='ddp' | 1.300 | 12.3 | 0.909 |" in ddp.markdown(result)
+    assert "| surge strategy='ddp' | 1.300 | 12.3 | 0.909 | 0.769-1.000 |" in ddp.markdown(result)
+    assert "lightning" not in ddp.markdown(result)
+    result["samples"]["lightning"] = [2.0, 2.0, 1.5]
+    result["lightning_ratios"] = [0.5, 1.0, 1 / 1.5]
+    assert "| lightning strategy='ddp' | 2.000 | 8.0 | 0.667 | 0.500-1.000 |" in ddp.markdown(result)
 
 
 def test_checkpoint_scale_report_from_known_results() -> None:

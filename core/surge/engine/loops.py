@@ -29,6 +29,7 @@ from surge.engine import _resume, checkpointing
 from surge.engine._resume import OpenBatch, ResumePoint, epoch_start_states
 from surge.engine.module import BATCH_TRANSFER_STEPS, OPTIMIZATION_STEPS, batch_transfer_steps, overridden_steps
 from surge.engine.state import Interrupted
+from surge.plugins.backends import Precision, Strategy
 from surge.errors import SurgeError
 
 if TYPE_CHECKING:
@@ -161,14 +162,14 @@ def train_epoch(trainer: Trainer) -> None:
             _validate_during_fit(trainer)
         if _should_stop(trainer):
             batches.stop()
-    transfer = batch_transfer(trainer, 0)  # None unless the Module or DataModule overrides a batch-transfer step
+    # how a batch reaches the device: the Module's or DataModule's transfer steps when overridden, else the
+    # strategy's move and the precision's conversion (on one CPU, a check that the tensors are already there)
+    transfer = batch_transfer(trainer, 0) or _default_transfer(strategy, precision)
+    loop, several = trainer._loop, strategy.world_size > 1
 
     try:
         for batch_idx, batch in batches:
-            if transfer is None:
-                batch = precision.convert_input(strategy.batch_to_device(batch))
-            else:
-                batch = transfer(batch)
+            batch = transfer(batch)
             metrics.new_batch(batch)
             if bus.train_batch_start:
                 bus.train_batch_start(ev.TrainBatchStart(trainer.view, batch, batch_idx))
@@ -176,19 +177,23 @@ def train_epoch(trainer: Trainer) -> None:
                     batches.skip(f"skipped by the stop requested in its train_batch_start: {state.stop_reason}")
                     break
             outputs = step(batch, batch_idx)
-            metrics.late = write = trainer.should_log  # what is logged from now to the next batch joins this step
+            # what is logged from now to the next batch joins this step (trainer.should_log, inlined)
+            metrics.late = write = state.global_step % trainer.config.log_every_n_steps == 0
             if metrics._step:
                 metrics.end_step(write, False)  # into the metric dicts, for the train_batch_end handlers
-            batches.finished()  # counted before train_batch_end: a checkpoint saved there includes this batch
+            # the batch is done (counted before train_batch_end: a checkpoint saved there includes this batch)
+            state.total_batches += 1
+            batches.open_rng, batches.done = None, batches.done + 1
             if bus.train_batch_end:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
             if metrics.pending:  # the step's row, with what the train_batch_end handlers logged
                 metrics.flush()
-            validated = validation.due(batch_idx + 1)
+            validated = validation.every and validation.due(batch_idx + 1)
             if validated:
                 _validate_during_fit(trainer)
-            _boundary(trainer, now=validated)
-            if _should_stop(trainer):
+            if several or trainer._checkpoint_requests or state.interrupted:
+                _boundary(trainer, now=validated)
+            if (state.should_stop or loop.max_steps != -1) and _should_stop(trainer):
                 batches.stop()
                 break
     except BaseException as exc:
@@ -270,7 +275,7 @@ class _EpochBatches:
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         state, step, iterator = self.trainer.state, self.step, self.iterator
-        get_rng_state = torch.get_rng_state
+        get_rng_state = torch.default_generator.get_state  # torch.get_rng_state without its Python level
         while self.done < self.end:
             self.open_rng, self.window_open, self.steps_before = get_rng_state(), step.pending, state.global_step
             try:
@@ -282,7 +287,8 @@ class _EpochBatches:
             yield self.done, batch
 
     def finished(self) -> None:
-        """The running batch is done: its step (if any) taken, nothing left to rewind."""
+        """The running batch is done: its step (if any) taken, nothing left to rewind (inlined in
+        :func:`train_epoch`'s loop; keep the two alike)."""
         self.trainer.state.total_batches += 1
         self.open_rng = None
         self.done += 1
@@ -498,6 +504,45 @@ class _Automatic(_Step):
         return outputs
 
 
+class _Plain(_Step):
+    """:class:`_Automatic` for the common run, inlined: no accumulation, the full-precision plugin (no autocast,
+    no scaling), no handler of the backward or optimizer-step events, no gradient clipping, one optimizer without
+    a per-step scheduler. Chosen per epoch (:func:`_step_function`): what a plugin or the Module changes at an
+    epoch's start is seen; what changes in the middle of one (a handler subscribing to those events then) is not,
+    as for the other steps' choices."""
+
+    __slots__ = ("optimizer", "state")
+
+    def __init__(self, trainer: Trainer, training_step: Callable[..., Any]) -> None:
+        super().__init__(trainer, training_step)
+        self.optimizer, self.state = trainer.optimizers[0], trainer.state
+
+    def __call__(self, batch: Any, batch_idx: int) -> Any:
+        outputs = self.training_step(batch, batch_idx)
+        loss = outputs if type(outputs) is torch.Tensor else _loss_of(outputs)
+        if loss is not None:
+            loss.backward()
+            optimizer = self.optimizer
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            self.state.global_step += 1
+        return outputs
+
+
+def _plain(trainer: Trainer, accumulate: int) -> bool:
+    """Whether this epoch's automatic optimization may take :class:`_Plain`'s inlined step."""
+    bus, precision = trainer._bus, trainer.precision_plugin
+    return (
+        accumulate == 1
+        and type(precision) is Precision
+        and len(trainer.optimizers) == 1
+        and not trainer.config.gradient_clip_val
+        and not any(config.interval == "step" for config in trainer.lr_scheduler_configs)
+        and not (bus.before_backward or bus.after_backward or bus.before_optimizer_step or bus.after_optimizer_step)
+        and not (bus.before_zero_grad or bus.after_zero_grad)
+    )
+
+
 class _TruncatedBPTT(_Step):
     """Truncated back-propagation through time: one forward, backward and optimizer step per time split, the
     hidden state carried from split to split with its graph cut. Returns the last split's output."""
@@ -701,6 +746,30 @@ def batch_transfer(trainer: Trainer, dataloader_idx: int) -> Callable[[Any], Any
     return transfer
 
 
+def _default_transfer(strategy: Strategy, precision: Precision) -> Callable[[Any], Any]:
+    """The strategy's move and the precision's input conversion. With neither overridden and the run on the
+    CPU, a batch of tensors that are all there already is returned as it is, checked without a call per tensor
+    (the common case: a loader's collated batch): the full move is taken only when one is not."""
+    move, convert = strategy.batch_to_device, precision.convert_input
+    plain = type(strategy).batch_to_device is Strategy.batch_to_device
+    if plain and type(precision).convert_input is Precision.convert_input:
+        if strategy.root_device.type != "cpu":
+            return move
+        tensor = torch.Tensor
+
+        def on_cpu(batch: Any) -> Any:
+            kind = type(batch)
+            if kind is list or kind is tuple:
+                for item in batch:
+                    if type(item) is not tensor or not item.is_cpu:
+                        return move(batch)
+                return batch
+            return batch if kind is tensor and batch.is_cpu else move(batch)
+
+        return on_cpu
+    return lambda batch: convert(move(batch))
+
+
 def _step_function(trainer: Trainer, epoch: int, pending: bool) -> _Step:
     """This epoch's step, after ``train_epoch_start`` (where a plugin may change the accumulation factor).
     ``pending``: gradients restored from a checkpoint saved inside an accumulation window (automatic
@@ -723,6 +792,8 @@ def _step_function(trainer: Trainer, epoch: int, pending: bool) -> _Step:
     if not tbptt:
         if hooked:
             return _Hooked(trainer, training_step, accumulate, pending, epoch)
+        if not pending and _plain(trainer, accumulate):
+            return _Plain(trainer, training_step)
         return _Automatic(trainer, training_step, accumulate, pending)
     if accumulate > 1:
         raise SurgeError(

@@ -5,6 +5,8 @@
 * ``surge``: a Surge fit with ``strategy="ddp"`` (or ``--strategy fsdp``), ``devices=2, accelerator="cpu"`` (under torchrun, or started
   plainly so that it relaunches itself);
 * ``reference``: the same training written by hand on torch DDP (started under torchrun);
+* ``lightning``: the same training on Lightning's ``Trainer(strategy="ddp")`` (under torchrun; the benchmark's
+  third row, when Lightning is installed);
 
 Each rank writes ``OUT/rank<R>.pt``: its per-step losses, the final weights, the global step it stopped at,
 and the seconds its training loop took.
@@ -74,6 +76,50 @@ def _null():  # type: ignore[no-untyped-def]
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def lightning_fit(args: argparse.Namespace) -> None:
+    """The same training on Lightning 2.x with every optional feature off; timed as Surge's, from
+    ``on_train_start`` to the end of ``fit``."""
+    import lightning.pytorch as pl
+
+    class Net(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = make_net(args.width)
+            self.started = 0.0
+
+        def on_train_start(self) -> None:
+            self.started = time.perf_counter()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            return nn.functional.binary_cross_entropy_with_logits(self(x), y)
+
+        def configure_optimizers(self):  # type: ignore[no-untyped-def]
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    pl.seed_everything(0, verbose=False)
+    model = Net()
+    loader = DataLoader(make_data(args.size, args.width), batch_size=args.batch, shuffle=True)
+    trainer = pl.Trainer(
+        strategy="ddp",
+        devices=2,
+        accelerator="cpu",
+        max_epochs=args.epochs,
+        accumulate_grad_batches=args.accumulate,
+        default_root_dir=args.out,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model, train_dataloaders=loader)
+    seconds = time.perf_counter() - model.started
+    _write(args.out, trainer.global_rank, [], model.net, trainer.global_step, seconds)
 
 
 def surge_fit(args: argparse.Namespace) -> None:
@@ -194,7 +240,7 @@ def _write(
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["surge", "reference"])
+    parser.add_argument("mode", choices=["surge", "reference", "lightning"])
     parser.add_argument("out")
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=2)
@@ -212,7 +258,7 @@ def main() -> None:
     parser.add_argument("--log-metrics", dest="log", action="store_true")
     parser.add_argument("--test", action="store_true", help="trainer.test() after fit (a second process group)")
     args = parser.parse_args()
-    reference(args) if args.mode == "reference" else surge_fit(args)
+    {"reference": reference, "lightning": lightning_fit, "surge": surge_fit}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -20,5 +20,6 @@ def test_ddp_benchmark_smoke(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "| surge strategy='ddp' |" in done.stdout and "| torch DDP (hand-written) |" in done.stdout
+    assert "| lightning strategy='ddp' |" in done.stdout  # Lightning is installed by `make test`
     result = json.loads(out.read_text())
     assert len(result["samples"]["surge"]) == len(result["samples"]["reference"]) == 1 and result["steps"] > 0
