@@ -60,6 +60,26 @@ def test_settings_come_from_variables_named_after_the_strategy(
     assert isinstance(strategy, ReplicateStrategy) and strategy.process_group_backend == "mpi"
 
 
+def test_the_agreement_interval_is_a_setting_and_a_bad_one_is_refused_naming_it(
+    replicate: PluginEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def strategy() -> surge.Strategy:
+        args = {**quiet_trainer_args(), "default_root_dir": str(tmp_path)}
+        return surge.Trainer(strategy="replicate", devices=1, accelerator="cpu", **args).strategy
+
+    assert strategy().agreement_interval == 16  # the documented default
+    monkeypatch.setenv("SURGE_REPLICATE_AGREEMENT_INTERVAL", "4")
+    assert strategy().agreement_interval == 4
+    for bad in ("0", "four", "-2"):
+        monkeypatch.setenv("SURGE_REPLICATE_AGREEMENT_INTERVAL", bad)
+        with pytest.raises(surge.ConfigError, match=f"SURGE_REPLICATE_AGREEMENT_INTERVAL: '{bad}' is not a whole"):
+            strategy()
+    monkeypatch.delenv("SURGE_REPLICATE_AGREEMENT_INTERVAL")
+    with pytest.raises(surge.ConfigError, match="agreement_interval: 0 is not a whole number"):
+        ReplicateStrategy(surge.Trainer(**quiet_trainer_args()).accelerator, [0], agreement_interval=0)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
 def test_one_process_trains_without_a_process_group_and_collectives_are_local(
     replicate: PluginEnv, tmp_path: Path
 ) -> None:
