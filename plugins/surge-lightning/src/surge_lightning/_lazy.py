@@ -41,7 +41,9 @@ def not_served(owner: str, name: str) -> Exception:
     refusal (a :class:`surge_lightning.inventory.Refused`, an ``ImportError`` that ``from owner import name`` shows as
     it is) when Lightning has the name and Surge refuses or spells it otherwise, else an ``AttributeError`` listing
     what the module serves."""
-    if not name.startswith("__"):  # Python's own probes (__path__, __wrapped__, ...) stay plain misses
+    # a private name is in no inventory: Python's own probes (__path__, __wrapped__, ...) and the check that
+    # `from package import _submodule` makes first stay plain misses, without reading the inventory
+    if not name.startswith("_"):
         refused = inventory.refused_name(owner, name) or inventory.refused_submodule(owner, name)
         if refused is not None:
             return refused
