@@ -5,9 +5,9 @@ with its imports rewritten by :func:`test_porting.port` (nothing else) under Sur
 seed, and the two are compared: ``global_step``, epoch, weights bit for bit, ``callback_metrics``, and the loggers'
 rows where the program has a logger, differing only where docs/porting.md says so.
 
-Where Surge does not give Lightning's result today, the test is written as it should pass and marked
-``xfail(strict=True)`` with the issue item it waits for and how it fails: when the fix lands the test passes,
-strict makes that a failure, and whoever fixed it removes the marker. ``test_each_program_runs_under_lightning``
+Every program now gives Lightning's result under Surge, with the differences docs/porting.md names; a program
+added later that does not is written as it should pass and marked ``pytest.mark.xfail(strict=True, reason=...)``
+naming what it waits for (strict: the day it passes, the marker must go). ``test_each_program_runs_under_lightning``
 checks what each program does under Lightning, so that an expected failure cannot hide a program that is wrong.
 """
 
@@ -60,11 +60,6 @@ TEMPLATE = PORTING / "hydra_template"
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> _Suite:
     return _Suite(tmp_path_factory.mktemp("porting-programs"))
-
-
-def _xfail(why: str) -> pytest.MarkDecorator:
-    """Fails today, for ``why``; strict: the day it passes, the marker must go."""
-    return pytest.mark.xfail(strict=True, reason=why)
 
 
 def _csv_rows(path: str | Path) -> list[dict[str, str]]:
@@ -198,10 +193,6 @@ def test_basic_gan_images_through_the_default_logger(suite: _Suite) -> None:
 
 
 @pytest.mark.slow
-@_xfail(
-    "issue 25 item 10: the second fit() returns, but callback_metrics keep the test's values where Lightning's "
-    "are emptied"
-)
 def test_mnist_hello_world_fit_test_best_and_fit_again(suite: _Suite) -> None:
     result = suite.surge("mnist_hello_world")
     lightning = suite.lightning("mnist_hello_world")

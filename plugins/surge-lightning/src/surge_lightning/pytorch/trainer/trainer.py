@@ -117,6 +117,7 @@ class Trainer(surge.Trainer):
                 UserWarning,
                 stacklevel=2,
             )
+            self._metrics.reset()  # Lightning's fit starts by emptying the metric dicts, then finds nothing to run
             return
         follow_rank(self.global_rank)
         if ckpt_path is not None:
