@@ -203,6 +203,7 @@ class MetricStore:
         return self.batch_size
 
     def new_batch(self, batch: Any) -> None:
+        """A batch begins (the training loop inlines this; keep the two alike)."""
         self.batch, self.batch_size, self.late = batch, None, None
         self._appended.clear()
 

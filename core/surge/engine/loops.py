@@ -170,7 +170,10 @@ def train_epoch(trainer: Trainer) -> None:
     try:
         for batch_idx, batch in batches:
             batch = transfer(batch)
-            metrics.new_batch(batch)
+            # metrics.new_batch(batch), inlined (keep the two alike)
+            metrics.batch, metrics.batch_size, metrics.late = batch, None, None
+            if metrics._appended:
+                metrics._appended.clear()
             if bus.train_batch_start:
                 bus.train_batch_start(ev.TrainBatchStart(trainer.view, batch, batch_idx))
                 if _should_stop(trainer):  # the batch is skipped: the epoch is cut here
@@ -519,7 +522,7 @@ class _Plain(_Step):
 
     def __call__(self, batch: Any, batch_idx: int) -> Any:
         outputs = self.training_step(batch, batch_idx)
-        loss = outputs if type(outputs) is torch.Tensor else _loss_of(outputs)
+        loss = outputs if type(outputs) is _TENSOR else _loss_of(outputs)
         if loss is not None:
             loss.backward()
             optimizer = self.optimizer
@@ -908,6 +911,7 @@ def _hook_manual_optimizers(trainer: Trainer) -> list[Any]:
 
 
 _NO_CONTEXT = contextlib.nullcontext()
+_TENSOR = torch.Tensor
 
 
 # -- validation, test, predict --------------------------------------------------------------------------
