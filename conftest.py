@@ -78,3 +78,25 @@ def _seed_variables_do_not_leak() -> Iterator[None]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def _surge_log_sink_restored() -> Iterator[None]:
+    """``surge.configure_logging`` (the ``surge`` command's first act) puts Surge's sink on the ``sys.stderr`` of
+    the moment: in a test, pytest's capture of that test. Left in place, a later test's warning goes to a closed
+    capture ("Logging error in Loguru Handler"). Each test ends with the sinks as it found them."""
+    import sys
+
+    from loguru import logger as loguru_logger
+    from surge import _logging
+
+    before = dict(_logging._state)
+    yield
+    if _logging._state["handler"] != before["handler"]:
+        try:
+            loguru_logger.remove(_logging._state["handler"])  # type: ignore[arg-type]
+        except ValueError:
+            pass
+        if before["handler"] is None:
+            loguru_logger.add(sys.__stderr__)  # loguru's default sink, which configure_logging replaced
+        _logging._state.update(before)

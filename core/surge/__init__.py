@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from surge import checkpoint, events
 from surge._logging import configure_logging, logger
-from surge.engine.module import DataModule, Module
+from surge.engine.module import DataModule, Module, default_hook, overrides
 from surge.engine.trainer import Trainer
 from surge.errors import ConfigError, PluginError, SurgeError
 from surge.events.hooks import hookimpl
@@ -35,9 +35,11 @@ __all__ = [
     "Trainer",
     "checkpoint",
     "configure_logging",
+    "default_hook",
     "events",
     "hookimpl",
     "logger",
+    "overrides",
     "seed_everything",
     "settings_model",
     "validated",

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import surge
 import torch
-from surge.engine.module import default_hook
+from surge import default_hook
 
 from surge_lightning import inventory
 from surge_lightning._callbacks import step_outputs

@@ -253,19 +253,17 @@ def _warn_once(key: str, message: str) -> None:
 def _warn_epoch_schedulers(trainer: Trainer) -> None:
     """Say, once, that an epoch-interval scheduler steps later than Lightning's when a hook that runs in between
     (the Module's, or a Callback's) may read the learning rate: the training itself is the same."""
-    from surge.engine.module import overrides
-
     from surge_lightning.pytorch.callbacks.callback import Callback
 
     epoch_wise = [c for c in trainer.lr_scheduler_configs if c.interval == "epoch" and c.monitor is None]
     if not epoch_wise or not trainer.module.automatic_optimization:
         return
     hooks = [
-        f"{type(trainer.module).__name__}.{n}" for n in _LATE_RATE_HOOKS if overrides(trainer.module, surge.Module, n)
+        f"{type(trainer.module).__name__}.{n}" for n in _LATE_RATE_HOOKS if surge.overrides(trainer.module, surge.Module, n)
     ]
     for callback in trainer.callbacks:
         if isinstance(callback, Callback):
-            hooks += [f"{type(callback).__name__}.{n}" for n in _LATE_RATE_HOOKS if overrides(callback, Callback, n)]
+            hooks += [f"{type(callback).__name__}.{n}" for n in _LATE_RATE_HOOKS if surge.overrides(callback, Callback, n)]
     if hooks:
         _warn_once(
             "epoch schedulers",
@@ -279,9 +277,7 @@ def _warn_epoch_schedulers(trainer: Trainer) -> None:
 
 def _warn_restore_order(datamodule: Any) -> None:
     """Say, once, that a resumed fit restores a LightningDataModule's state after its loaders are built."""
-    from surge.engine.module import overrides
-
-    if isinstance(datamodule, surge.DataModule) and overrides(datamodule, surge.DataModule, "load_state_dict"):
+    if isinstance(datamodule, surge.DataModule) and surge.overrides(datamodule, surge.DataModule, "load_state_dict"):
         _warn_once(
             "restore order",
             f"a resumed fit calls {type(datamodule).__name__}.load_state_dict after train_dataloader/val_dataloader "
