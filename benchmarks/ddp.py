@@ -106,7 +106,10 @@ def summary(result: dict[str, Any]) -> dict[str, float]:
     if result.get("lightning_ratios"):
         found["lightning_s"] = statistics.median(samples["lightning"])
         found["lightning_ratio"] = statistics.median(result["lightning_ratios"])
-        found["lightning_min"], found["lightning_max"] = min(result["lightning_ratios"]), max(result["lightning_ratios"])
+        found["lightning_min"], found["lightning_max"] = (
+            min(result["lightning_ratios"]),
+            max(result["lightning_ratios"]),
+        )
     return found
 
 

@@ -11,7 +11,9 @@ import torch
 from surge.engine._module_hooks import ModuleHooks
 from torch import nn
 
-spl = pytest.importorskip("surge_lightning.pytorch", reason="surge-lightning is not installed (`make test` installs it)")
+spl = pytest.importorskip(
+    "surge_lightning.pytorch", reason="surge-lightning is not installed (`make test` installs it)"
+)
 
 
 def _regressor(**hooks: Any) -> Any:

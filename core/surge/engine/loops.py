@@ -29,8 +29,8 @@ from surge.engine import _resume, checkpointing
 from surge.engine._resume import OpenBatch, ResumePoint, epoch_start_states
 from surge.engine.module import BATCH_TRANSFER_STEPS, OPTIMIZATION_STEPS, batch_transfer_steps, overridden_steps
 from surge.engine.state import Interrupted
-from surge.plugins.backends import Precision, Strategy
 from surge.errors import SurgeError
+from surge.plugins.backends import Precision, Strategy
 
 if TYPE_CHECKING:
     from surge.engine.trainer import Trainer

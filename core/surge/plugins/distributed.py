@@ -241,7 +241,11 @@ class ProcessGroupStrategy(Strategy):
                 )
             agreement_interval = int(given)
         if agreement_interval is not None:
-            if isinstance(agreement_interval, bool) or not isinstance(agreement_interval, int) or agreement_interval < 1:
+            if (
+                isinstance(agreement_interval, bool)
+                or not isinstance(agreement_interval, int)
+                or agreement_interval < 1
+            ):
                 raise ConfigError(
                     [("agreement_interval", f"{agreement_interval!r} is not a whole number of batches >= 1")]
                 )

@@ -259,11 +259,15 @@ def _warn_epoch_schedulers(trainer: Trainer) -> None:
     if not epoch_wise or not trainer.module.automatic_optimization:
         return
     hooks = [
-        f"{type(trainer.module).__name__}.{n}" for n in _LATE_RATE_HOOKS if surge.overrides(trainer.module, surge.Module, n)
+        f"{type(trainer.module).__name__}.{n}"
+        for n in _LATE_RATE_HOOKS
+        if surge.overrides(trainer.module, surge.Module, n)
     ]
     for callback in trainer.callbacks:
         if isinstance(callback, Callback):
-            hooks += [f"{type(callback).__name__}.{n}" for n in _LATE_RATE_HOOKS if surge.overrides(callback, Callback, n)]
+            hooks += [
+                f"{type(callback).__name__}.{n}" for n in _LATE_RATE_HOOKS if surge.overrides(callback, Callback, n)
+            ]
     if hooks:
         _warn_once(
             "epoch schedulers",
