@@ -191,7 +191,7 @@ def train_epoch(trainer: Trainer) -> None:
                 bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
             if metrics.pending:  # the step's row, with what the train_batch_end handlers logged
                 metrics.flush()
-            validated = validation.every and validation.due(batch_idx + 1)
+            validated = bool(validation.every) and validation.due(batch_idx + 1)
             if validated:
                 _validate_during_fit(trainer)
             if several or trainer._checkpoint_requests or state.interrupted:
@@ -426,9 +426,10 @@ def _agree(trainer: Trainer, now: bool) -> bool:
     unagreed[0] |= state.interrupted
     unagreed[1] |= state.should_stop and not agreed[1]
     serve = False
-    if trainer._agreement is not None:  # started at the last boundary, overlapping the batch since
-        trainer._agreement, answer = None, trainer._agreement
-        serve = _apply(trainer, answer())
+    started = trainer._agreement
+    if started is not None:  # started at the last boundary, overlapping the batch since
+        trainer._agreement = None
+        serve = _apply(trainer, started())
     if now or state.total_batches % max(1, trainer.strategy.agreement_interval) == 0:
         has_request = bool(trainer._checkpoint_requests) and not serve  # served now, then held no more
         flags = [max(unagreed[0], agreed[0]), max(unagreed[1], agreed[1]), int(not has_request)]

@@ -130,7 +130,8 @@ class BaseFinetuning(Callback):
     def filter_on_optimizer(optimizer: Optimizer, params: Iterable[Any]) -> list[Any]:
         """``params`` less those ``optimizer`` has already, with a warning when some were. As Lightning's, a
         parameter counts as there when one of the optimizer's is equal to it in shape and values."""
-        kept, there = [], []
+        kept: list[Any] = []
+        there: list[Any] = []
         for param in params:
             known = any(torch.equal(p, param) for group in optimizer.param_groups for p in group["params"])
             (there if known else kept).append(param)
@@ -263,6 +264,7 @@ class BackboneFinetuning(BaseFinetuning):
                 initial_denom_lr=self.initial_denom_lr,
             )
         elif epoch > self.unfreeze_backbone_at_epoch:
+            assert self.previous_backbone_lr is not None  # set when the backbone was unfrozen
             backbone_lr = self.lambda_func(epoch + 1) * self.previous_backbone_lr
             if self.should_align and backbone_lr > current_lr:
                 backbone_lr = current_lr

@@ -140,6 +140,11 @@ _STAGES = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "pr
 class _BoringLoaders(LightningDataModule):
     """A loader of batch size 1 per stage over the data set ``setup`` put in ``random_<stage>``."""
 
+    random_train: Dataset[Any]
+    random_val: Dataset[Any]
+    random_test: Dataset[Any]
+    random_predict: Dataset[Any]
+
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.random_train)
 

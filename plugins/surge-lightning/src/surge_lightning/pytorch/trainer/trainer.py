@@ -93,7 +93,7 @@ class Trainer(surge.Trainer):
         none."""
         return _lightning_shape(super().predict_dataloaders)
 
-    def fit(
+    def fit(  # type: ignore[override]  # Lightning's arguments and their order
         self,
         model: Any,
         train_dataloaders: Any = None,
@@ -135,7 +135,7 @@ class Trainer(surge.Trainer):
         if stage == "fit":
             _warn_epoch_schedulers(self)
 
-    def validate(
+    def validate(  # type: ignore[override]  # Lightning's arguments and their order
         self,
         model: Any = None,
         dataloaders: Any = None,
@@ -151,7 +151,7 @@ class Trainer(surge.Trainer):
         _refuse_overrides("validate", (model, dataloaders, datamodule))
         return super().validate(model, dataloaders, datamodule, ckpt_path, trusted, verbose)
 
-    def test(
+    def test(  # type: ignore[override]  # Lightning's arguments and their order
         self,
         model: Any = None,
         dataloaders: Any = None,
@@ -166,7 +166,7 @@ class Trainer(surge.Trainer):
         _refuse_overrides("test", (model, dataloaders, datamodule))
         return super().test(model, dataloaders, datamodule, ckpt_path, trusted, verbose)
 
-    def predict(
+    def predict(  # type: ignore[override]  # Lightning's arguments and their order
         self,
         model: Any = None,
         dataloaders: Any = None,
