@@ -202,6 +202,33 @@ def test_predict_with_several_loaders(make_trainer):
     assert predictions[0][0].shape == (8, 1)
 
 
+def test_predict_without_returning_keeps_no_prediction_and_handlers_get_each(make_trainer):
+    """``return_predictions=False`` (Lightning's, for a prediction writer): ``None`` back, every output reaches the
+    ``predict_batch_end`` handlers, and none is kept by the Trainer (each is freed once its handlers are done)."""
+    import gc
+    import weakref
+
+    class Writer:
+        surge_name = "writer"
+
+        def __init__(self) -> None:
+            self.shapes: list[tuple[int, ...]] = []
+            self.outputs: list[weakref.ref[torch.Tensor]] = []
+
+        @surge.hookimpl
+        def predict_batch_end(self, event):
+            self.shapes.append(tuple(event.outputs.shape))
+            self.outputs.append(weakref.ref(event.outputs))
+
+    writer = Writer()
+    trainer = make_trainer(plugins=[writer])
+    assert trainer.predict(TinyModule(), dataloaders=loader(24), return_predictions=False) is None
+    gc.collect()
+    assert writer.shapes == [(8, 1)] * 3
+    assert [ref() for ref in writer.outputs] == [None, None, None]
+    assert [len(p) for p in trainer.predict(TinyModule(), dataloaders=[loader(16), loader(8)])] == [2, 1]  # kept again
+
+
 # -- several training loaders -------------------------------------------------------------------------------
 
 

@@ -994,7 +994,7 @@ def evaluate(trainer: Trainer, stage: str, loaders: list[Any], limits: list[floa
                     batch_start(events.batch_start(trainer.view, batch, done, dl_idx))
                 with precision.autocast(strategy.root_device):
                     outputs = step(batch, done, dl_idx) if several else step(batch, done)
-                if stage == "predict":
+                if stage == "predict" and trainer._keep_predictions:
                     predictions[dl_idx].append(outputs)
                 if batch_end:
                     batch_end(events.batch_end(trainer.view, outputs, batch, done, dl_idx))

@@ -189,6 +189,7 @@ class Trainer:
         self._val_loaders: list[Any] = []
         self._test_loaders: list[Any] = []
         self._predict_loaders: list[Any] = []
+        self._keep_predictions = True  # predict(return_predictions=False): the outputs go to handlers only
         self.num_training_batches: float = 0
         self.accumulate_grad_batches: int = (
             self.config.accumulate_grad_batches if isinstance(self.config.accumulate_grad_batches, int) else 1
@@ -595,10 +596,18 @@ class Trainer:
         datamodule: DataModule | None = None,
         ckpt_path: str | None = None,
         trusted: bool = False,
-    ) -> list[Any]:
+        return_predictions: bool = True,
+    ) -> list[Any] | None:
         """Run ``predict_step`` over the data; returns the predictions (a list per loader when several).
-        ``ckpt_path`` and ``trusted`` as in :meth:`validate`."""
-        return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path, trusted)  # type: ignore[no-any-return]
+        ``ckpt_path`` and ``trusted`` as in :meth:`validate`. ``return_predictions=False`` keeps none of them
+        (the ``predict_batch_end`` handlers, a prediction writer, get each one) and returns ``None``: the memory of a
+        large prediction run stays flat."""
+        self._keep_predictions = bool(return_predictions)
+        try:
+            predictions = self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path, trusted)
+        finally:
+            self._keep_predictions = True
+        return predictions if return_predictions else None
 
     def tune(
         self,

@@ -181,8 +181,7 @@ class Trainer(surge.Trainer):
         ``True`` the predictions."""
         trusted = _trusted("predict", weights_only, trusted)
         _refuse_overrides("predict", (model, dataloaders, datamodule))
-        predictions = super().predict(model, dataloaders, datamodule, ckpt_path, trusted)
-        return None if return_predictions is False else predictions
+        return super().predict(model, dataloaders, datamodule, ckpt_path, trusted, return_predictions is not False)
 
 
 inventory.refuse_members(Trainer, "lightning.pytorch.Trainer", keep=("state",))  # state: Surge's own (mapped)
