@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import surge
+import torch
 import yaml
 from surge.cli import main, runconfig
 from surge.errors import ConfigError
@@ -375,6 +376,24 @@ def test_digits_yaml_runs_one_short_epoch(tmp_path: Path, capsys: pytest.Capture
     assert "\nepoch 0  2/2" in err  # the progress bar beside it counts from 0 too, as Lightning's bars do
     run_dir = tmp_path / "surge_runs" / "version_0"
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["plugins"]["checkpoint"]["monitor"] == "val_acc"
+
+
+def test_the_digits_data_is_scikit_learns_read_without_importing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from sklearn.datasets import load_digits
+    from surge.examples import digits
+
+    digits.load.cache_clear()
+    x, y = digits.load()
+    x_np, y_np = load_digits(return_X_y=True)
+    assert torch.equal(x, torch.tensor(x_np, dtype=torch.float32) / 16.0)
+    assert torch.equal(y, torch.tensor(y_np, dtype=torch.long))
+    digits.load.cache_clear()
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)  # scikit-learn not installed
+    with pytest.raises(surge.SurgeError, match=r"pip install scikit-learn"):
+        digits.load()
+    digits.load.cache_clear()
 
 
 def test_tune_runs_the_tuner_and_prints_what_it_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
