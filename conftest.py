@@ -3,10 +3,18 @@
 ``pytest_plugins``, and this one is loaded for any test path given to pytest here."""
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# One intra-op thread per process: `make test` runs one pytest worker per core (xdist), and a worker's torch with
+# as many threads as cores, beside the other worker and the children tests start, spins against them (measured
+# here: the resume matrix took twice the CPU time). Children inherit it; a test that needs another count sets it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if "torch" in sys.modules:  # imported by a plugin before this file: set the running pool too
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 pytest_plugins = ["surge.testing"]
 
@@ -84,7 +92,9 @@ def _seed_variables_do_not_leak() -> Iterator[None]:
 def _surge_log_sink_restored() -> Iterator[None]:
     """``surge.configure_logging`` (the ``surge`` command's first act) puts Surge's sink on the ``sys.stderr`` of
     the moment: in a test, pytest's capture of that test. Left in place, a later test's warning goes to a closed
-    capture ("Logging error in Loguru Handler"). Each test ends with the sinks as it found them."""
+    capture ("Logging error in Loguru Handler"). Each test ends with the sinks as it found them, and with Surge's
+    records on, as ``surge.testing`` starts the session (a test that shows a library's default silence ends with
+    ``logger.disable("surge")``, which muted every later test of its worker that reads Surge's lines)."""
     import sys
 
     from loguru import logger as loguru_logger
@@ -92,6 +102,7 @@ def _surge_log_sink_restored() -> Iterator[None]:
 
     before = dict(_logging._state)
     yield
+    loguru_logger.enable("surge")
     if _logging._state["handler"] != before["handler"]:
         try:
             loguru_logger.remove(_logging._state["handler"])  # type: ignore[arg-type]

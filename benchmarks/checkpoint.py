@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import importlib.util
 import itertools
 import json
 import os
@@ -461,6 +462,8 @@ def scale_child(operation: str, who: str, layers: int, directory: Path) -> dict[
     to the peak resident set. The inputs are the files :func:`scale_prepare` wrote into ``directory``."""
     files = {name: str(directory / name) for name in ("surge.ckpt", "torch.pt", "lightning.ckpt")}
     target = str(directory / f"out-{who}.ckpt")
+    if operation in ("load", "load_from_checkpoint", "resume"):
+        _warm(directory / {"surge": "surge.ckpt", "raw": "torch.pt", "lightning": "lightning.ckpt"}[who])
     L = LitLayers = None
     if who == "lightning":
         L, LitLayers = _lightning_layers()
@@ -553,7 +556,11 @@ def scale_child(operation: str, who: str, layers: int, directory: Path) -> dict[
     seconds = time.perf_counter() - start
     if after is not None:
         after(result)
-    return {"seconds": seconds, "added": _status_bytes("VmHWM") - before}
+    added = _status_bytes("VmHWM") - before
+    del result, action
+    for leftover in directory.glob("out-*"):
+        leftover.unlink()
+    return {"seconds": seconds, "added": added}
 
 
 def scale_prepare(layers: int, directory: Path) -> dict[str, Any]:
@@ -664,19 +671,21 @@ def measure_scale(directory: Path, args: argparse.Namespace) -> dict[str, Any]:
         rounds = args.rounds if size < 2e9 else max(1, min(args.rounds, args.large_rounds))
         for round_ in range(rounds):
             order = cases[round_ % len(cases) :] + cases[: round_ % len(cases)]
+            runnable = []
             for op, who in order:
                 needed = (LIGHTNING_SAVE if (op, who) == ("save", "lightning") else MEMORY_NEEDED[op]) * nbytes
-                if not _fits(needed):
+                if _fits(needed):
+                    runnable.append((op, who))
+                else:
                     entry["skipped_parts"][f"{op}: {who}"] = (
                         f"needs {needed / 1e9:.1f} GB of available memory, {_available_bytes() / 1e9:.1f} GB"
                     )
-                    continue
-                if op in ("load", "load_from_checkpoint", "resume"):
-                    name = {"surge": "surge.ckpt", "raw": "torch.pt", "lightning": "lightning.ckpt"}[who]
-                    _warm(where / name)
-                samples.setdefault(op, {}).setdefault(who, []).append(_run_child([op, who, str(layers), str(where)]))
-                for leftover in where.glob("out-*"):
-                    leftover.unlink()
+            if args.one_process:  # a smoke run: every case in one child, one after the other
+                measured = _run_child(["many", str(layers), str(where), json.dumps(runnable)])["results"]
+            else:
+                measured = [_run_child([op, who, str(layers), str(where)]) for op, who in runnable]
+            for (op, who), sample in zip(runnable, measured, strict=True):
+                samples.setdefault(op, {}).setdefault(who, []).append(sample)
             print(f"scale {label}: round {round_ + 1}/{rounds} done", file=sys.stderr)
         shutil.rmtree(where)
         entry["rounds"] = rounds
@@ -697,8 +706,7 @@ def measure_scale(directory: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _has_lightning() -> bool:
-    done = subprocess.run([sys.executable, "-c", "import lightning"], capture_output=True)
-    return done.returncode == 0
+    return importlib.util.find_spec("lightning") is not None
 
 
 def scale_markdown(scale: dict[str, Any]) -> str:
@@ -836,11 +844,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of part 3")
     parser.add_argument("--large-rounds", type=int, default=3, help="rounds of part 3 for sizes of 2 GB and more")
     parser.add_argument("--scale-only", action="store_true", help="part 3 only")
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="part 3's measurements of a round in one child process instead of one each (what --quick does: the "
+        "figures then share first-call costs and memory; for a smoke run only)",
+    )
     parser.add_argument("--no-scale", action="store_true", help="parts 1 and 2 only")
     args = parser.parse_args(argv)
     if args.quick:
         args.width, args.io, args.batch, args.every, args.saves, args.warmup, args.repeats = 256, 256, 8, 4, 2, 1, 1
-        args.sizes, args.rounds = "20MB", 1
+        args.sizes, args.rounds, args.one_process = "20MB", 1, True
     return args
 
 
@@ -877,6 +891,10 @@ def child(argv: list[str]) -> None:
         print(json.dumps(scale_prepare(int(argv[1]), Path(argv[2]))))
     elif argv[0] == "prepare-lightning":
         print(json.dumps(scale_prepare_lightning(int(argv[1]), Path(argv[2]))))
+    elif argv[0] == "many":  # a smoke run's cases, one after the other in this process
+        layers, directory = int(argv[1]), Path(argv[2])
+        results = [scale_child(op, who, layers, directory) for op, who in json.loads(argv[3])]
+        print(json.dumps({"results": results}))
     else:
         operation, who, layers, directory = argv[0], argv[1], int(argv[2]), Path(argv[3])
         print(json.dumps(scale_child(operation, who, layers, directory)))
