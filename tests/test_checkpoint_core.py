@@ -258,6 +258,19 @@ def test_save_writes_the_data_then_a_sha256sum_marker(tmp_path):
     checkpoint.verify(str(path))
 
 
+@pytest.mark.parametrize("sizes", [[4] * 40, [4] * 40 + [200_000, 3] + [500_000] * 3], ids=["small", "large"])
+def test_the_marker_hashes_every_byte_whichever_thread_hashes_them(tmp_path, sizes):
+    """A small checkpoint is hashed on the saving thread, a larger one past its first MiB by a helper thread; many
+    small records are written together, large tensors at once: the marker's digest is the file's either way."""
+    state = {f"t{i}": torch.full((n,), float(i)) for i, n in enumerate(sizes)}
+    path = tmp_path / "a.ckpt"
+    checkpoint.save({"state_dict": state}, str(path))
+    marker = Path(checkpoint.marker_url(str(path))).read_text()
+    assert marker == f"{hashlib.sha256(path.read_bytes()).hexdigest()}  a.ckpt\n"
+    loaded = checkpoint.load(str(path))["state_dict"]
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+
+
 def test_a_missing_checkpoint_names_the_file(tmp_path):
     missing = str(tmp_path / "nope.ckpt")
     with pytest.raises(checkpoint.CheckpointError, match=f"checkpoint {re.escape(missing)} does not exist"):

@@ -15,8 +15,8 @@ A checkpoint at ``URL`` (a local path or any fsspec URL) is two files:
   naming the file.
 
 Writes (:func:`save`): on a local disk, the data goes to a temp file in the destination directory
-(``.NAME.<hex>.surge-tmp``), hashed as it is written (on the main thread by a helper thread that follows the
-write through the page cache, so the hash overlaps serialising and the fsync), and is fsynced, renamed over ``NAME``, and then the marker is written the same
+(``.NAME.<hex>.surge-tmp``), hashed as it is written (past its first MiB, on the main thread, by a helper thread that
+follows the write through the page cache, so the hash overlaps serialising and the fsync), and is fsynced, renamed over ``NAME``, and then the marker is written the same
 way (temp file, fsync, rename, directory fsync). Overwriting a committed checkpoint first commits a marker
 that lists the new digest and the old one, so the name is valid whichever data file a crash leaves; the
 final marker lists only the new digest. A crash leaves at worst temp files, which :func:`sweep` removes.
@@ -143,6 +143,12 @@ _TEMP = re.compile(r"^\..+\.[0-9a-f]{32}\.surge-tmp$")
 _CHUNK = 1 << 20
 _STREAM_CHUNK = 8 << 20
 _FOLLOW = hasattr(os, "preadv")  # reads from object stores: fewer, larger requests
+_FOLLOW_FROM = _CHUNK
+"""A save's helper hashing thread starts only once this much is written: a smaller checkpoint is hashed on the
+saving thread, which costs less than starting and waking a thread (for a small model, most of the save)."""
+_GATHER = 64 << 10
+"""``torch.save`` writes each record as several small pieces (headers, names, padding): pieces under this size
+are gathered and written together, larger ones (tensor data) go straight to the file."""
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -190,9 +196,9 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
         data_tmp = _temp_path(directory, name)
         temps.append(data_tmp)
         with open(data_tmp, "x+b", buffering=0) as f:  # "+": the hash reads it back
-            # On the main thread a helper thread hashes the file as it is written, while this one serialises and
-            # then waits for the disk; a background save (the checkpoint plugin's asynchronous writer) hashes on
-            # its own thread, taking no more than one core from training.
+            # On the main thread a helper thread hashes the file (past its first MiB) as it is written, while this
+            # one serialises and then waits for the disk; a background save (the checkpoint plugin's asynchronous
+            # writer) hashes on its own thread, taking no more than one core from training.
             crc32_back = _crc32_off()
             follow = _FOLLOW and threading.current_thread() is threading.main_thread()
             writer = _HashingWriter(f, follow, on_first_write=crc32_back)
@@ -203,6 +209,7 @@ def _save_local(checkpoint: Mapping[str, Any], path: str, name: str) -> None:
                     if writer.error is not None:  # torch reports a failed write as "unexpected pos": the cause
                         raise writer.error from None
                     raise
+                writer.flush()
                 os.fsync(f.fileno())
                 new = writer.hexdigest()
             finally:
@@ -283,19 +290,24 @@ def _crc32_off() -> Callable[[], None]:
 
 
 class _HashingWriter:
-    """A file-like sink for ``torch.save`` that writes every byte it is given to ``file`` (unbuffered: a short
-    write is continued, an error raised and kept in :attr:`error`) and hashes it as it is written.
+    """A file-like sink for ``torch.save`` that writes every byte it is given to ``file`` (pieces under
+    :data:`_GATHER` gathered first, the rest at once; a short write is continued, an error raised and kept in
+    :attr:`error`) and hashes it as it is written. :meth:`flush` writes what is gathered.
 
-    ``follow=False``: each write is hashed before it is written, on the calling thread. ``follow=True``: a
-    helper thread hashes the file as it grows, reading back (from the page cache) what was just written, while
-    the caller serialises the next tensors and then waits for the data to reach the disk (fsync): with a core
-    to spare, the hash costs the save little time. :meth:`hexdigest` waits for it to catch up."""
+    Up to :data:`_FOLLOW_FROM` bytes, and always with ``follow=False``, each write is hashed before it is
+    written, on the calling thread. Past it, with ``follow=True``, a helper thread hashes the file as it grows,
+    reading back (from the page cache) what was just written, while the caller serialises the next tensors and
+    then waits for the data to reach the disk (fsync): with a core to spare, the hash of a large checkpoint
+    costs the save little time. :meth:`hexdigest` waits for it to catch up."""
 
     def __init__(self, file: Any, follow: bool, on_first_write: Callable[[], None] | None = None) -> None:
         self._file = file
         self.error: OSError | None = None
         self._hash = hashlib.sha256()
-        self._follower = _Follower(file.fileno()) if follow else None
+        self._follow = follow
+        self._follower: _Follower | None = None
+        self._written = 0
+        self._gathered = bytearray()
         self._on_first_write = on_first_write
 
     def write(self, data: Any) -> int:
@@ -304,21 +316,37 @@ class _HashingWriter:
             self._on_first_write = None
             first()
         view = memoryview(data).cast("B")
+        total = view.nbytes
+        if total < _GATHER:
+            self._gathered += view
+            if len(self._gathered) >= _GATHER:
+                self.flush()
+        else:
+            self.flush()
+            self._put(view)
+        return total
+
+    def flush(self) -> None:
+        """Write the gathered pieces."""
+        if self._gathered:
+            gathered, self._gathered = self._gathered, bytearray()
+            self._put(memoryview(gathered))
+
+    def _put(self, view: memoryview) -> None:
+        total = view.nbytes
+        if self._follower is None and self._follow and self._written + total > _FOLLOW_FROM:
+            self._follower = _Follower(self._file.fileno(), self._hash, self._written)
         if self._follower is None:
             self._hash.update(view)
-        total = view.nbytes
         try:
             while view.nbytes:
                 view = view[self._file.write(view) :]
         except OSError as exc:
             self.error = exc
             raise
+        self._written += total
         if self._follower is not None:
             self._follower.advance(total)
-        return total
-
-    def flush(self) -> None:
-        pass  # unbuffered
 
     def hexdigest(self) -> str:
         """The SHA-256 of everything written."""
@@ -331,12 +359,13 @@ class _HashingWriter:
 
 
 class _Follower:
-    """Hashes a file being written on a thread of its own, up to the size :meth:`advance` reports."""
+    """Hashes a file being written on a thread of its own, from ``start`` (hashed into ``hash`` already) up to the
+    size :meth:`advance` reports."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, hash: Any, start: int) -> None:
         self._fd = fd
-        self._hash = hashlib.sha256()
-        self._written = self._hashed = 0
+        self._hash = hash
+        self._written = self._hashed = start
         self._closing = False
         self._error: BaseException | None = None
         self._changed = threading.Condition()

@@ -368,3 +368,43 @@ def test_the_per_batch_handler_only_compares(fit, metric_reads, monkeypatch):
     assert trainer.global_step == 64
     assert len(clock_reads) == 4  # the start and the end of each epoch, none per batch
     assert metric_reads == [32, 64]  # one line at each epoch's end
+
+
+def test_plain_lines_refresh_only_on_the_way_to_the_next_timed_line(fit, capsys, monkeypatch):
+    """Plain mode draws nothing between lines: the bar looks at the clock a few times on the way to each timed
+    line (not every ``refresh_interval``), and each line still comes at most ``refresh_interval`` late."""
+    import surge_progress._bar as bar_module
+
+    clock = [0.0]
+    monkeypatch.setattr(bar_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    class Timed(TinyModule):  # 0.05 s a batch by the bar's clock
+        def training_step(self, batch, batch_idx):
+            clock[0] += 0.05
+            return super().training_step(batch, batch_idx)
+
+    bar = ProgressBar(mode="plain", refresh_interval=0.1, plain_interval=2.0)
+    refreshes: list[int] = []
+    train_refresh = bar._train_refresh
+
+    def counted(trainer: surge.Trainer, n: int) -> None:
+        refreshes.append(n)
+        train_refresh(trainer, n)
+
+    monkeypatch.setattr(bar, "_train_refresh", counted)
+    fit(
+        plugins=[bar],
+        enable_progress_bar=False,
+        model=Timed(),
+        datamodule=TinyDataModule(n_train=1024),
+        max_epochs=1,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        limit_train_batches=None,
+    )
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch 0")]
+    done = [int(line.split()[2].split("/")[0]) for line in lines]
+    assert done[-1] == 128 and len(done) == 4  # three timed lines (every 2 s = 40 batches) and the epoch's end
+    gaps = [b - a for a, b in zip([0, *done[:2]], done[:3], strict=True)]
+    assert all(40 <= gap <= 42 for gap in gaps), done  # 2 s after the previous line, at most 0.1 s late
+    assert len(refreshes) < 128 * 0.05 / 0.1 / 2, refreshes  # under half of one per refresh_interval

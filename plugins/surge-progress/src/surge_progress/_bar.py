@@ -335,11 +335,14 @@ class ProgressBar:
     # -- refresh points -------------------------------------------------------------------------------
     def _next_refresh(self, kind: str, bar: _Bar, n: int, now: float) -> int:
         """The batch count of the next refresh: ``refresh_rate`` batches on, or as many as the measured rate
-        fits into ``refresh_interval`` (growing at most fourfold per refresh)."""
+        fits into the time to wait (growing at most fourfold per refresh). A drawn bar waits ``refresh_interval``;
+        plain lines draw nothing in between, so they wait half the time until the next timed line is due (a
+        refresh ahead of it whatever the rate does, the line at most ``refresh_interval`` late)."""
         gap = self.refresh_rate
         seconds, batches = now - bar.last_t, n - bar.last_n
-        if self.refresh_interval > 0 and seconds > 0 and batches > 0:
-            gap = max(gap, min(int(batches * self.refresh_interval / seconds), 4 * bar.gap))
+        wait = self.refresh_interval if self._rich else self._plain_wait(bar, now)
+        if wait > 0 and seconds > 0 and batches > 0:
+            gap = max(gap, int(min(batches * wait / seconds, 4 * bar.gap)))
         bar.gap, bar.last_t, bar.last_n = gap, now, n
         self._gaps[kind] = gap
         return self._due(n, gap)
@@ -350,6 +353,13 @@ class ProgressBar:
         if every and not self._rich:
             return min(n + gap, (n // every + 1) * every)
         return n + gap
+
+    def _plain_wait(self, bar: _Bar, now: float) -> float:
+        """Plain mode: half the seconds until a timed line is due, at least ``refresh_interval`` (``inf``
+        without timed lines)."""
+        if self.plain_interval is None:
+            return math.inf
+        return max((self.plain_interval - (now - bar.printed_t)) / 2, self.refresh_interval)
 
     def _plain_line_due(self, bar: _Bar, n: int, now: float) -> bool:
         if n >= bar.total:
