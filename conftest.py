@@ -3,18 +3,10 @@
 ``pytest_plugins``, and this one is loaded for any test path given to pytest here."""
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-# One intra-op thread per process: `make test` runs one pytest worker per core (xdist), and a worker's torch with
-# as many threads as cores, beside the other worker and the children tests start, spins against them (measured
-# here: the resume matrix took twice the CPU time). Children inherit it; a test that needs another count sets it.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-if "torch" in sys.modules:  # imported by a plugin before this file: set the running pool too
-    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 pytest_plugins = ["surge.testing"]
 

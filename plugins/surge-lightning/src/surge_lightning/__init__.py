@@ -10,6 +10,8 @@ checkpoints Lightning wrote (``surge.checkpoint.load`` reads them). Its plugins 
 Importing this package imports none of Lightning's API: every ``surge.Trainer()`` imports
 :mod:`surge_lightning.surge_plugins` (plugin discovery), which is a submodule of this package, so the API
 (:mod:`surge_lightning.pytorch`) is imported on the first read of one of its names here, or by importing it.
+It does set ``lightning_utilities``' ``rank_zero_only.rank``, as ``import lightning`` does (a post-import hook
+would be cheaper, but a plugin under a lab may not touch ``sys.meta_path``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from surge_lightning._lazy import served
-from surge_lightning._rank import follow_rank_on_import
+from surge_lightning._rank import follow_rank
 
 if TYPE_CHECKING:  # what __getattr__ serves, for type checkers
     from surge_lightning import pytorch
@@ -31,4 +33,4 @@ __getattr__, __dir__ = served(__name__, dict.fromkeys(__all__, _API))
 """``L.Trainer`` (and the rest of ``__all__``) from :mod:`surge_lightning.pytorch`, imported then; every other name
 Lightning has here and Surge does not serve raises the inventory's reason."""
 
-follow_rank_on_import()  # lightning_utilities' rank_zero_only.rank, as `import lightning` sets it
+follow_rank()  # lightning_utilities' rank_zero_only.rank, as `import lightning` sets it
