@@ -271,6 +271,19 @@ def test_the_marker_hashes_every_byte_whichever_thread_hashes_them(tmp_path, siz
     assert all(torch.equal(loaded[k], v) for k, v in state.items())
 
 
+def test_the_hashing_writers_digest_covers_the_pieces_still_gathered(tmp_path):
+    """Small pieces wait to be written together: asking for the digest writes them first, so the digest and the
+    file never disagree, whether or not the caller flushed."""
+    from surge.checkpoint import _HashingWriter
+
+    with open(tmp_path / "f", "x+b", buffering=0) as f:
+        writer = _HashingWriter(f, follow=False)
+        writer.write(b"abc")
+        digest = writer.hexdigest()
+    assert (tmp_path / "f").read_bytes() == b"abc"
+    assert digest == hashlib.sha256(b"abc").hexdigest()
+
+
 def test_a_missing_checkpoint_names_the_file(tmp_path):
     missing = str(tmp_path / "nope.ckpt")
     with pytest.raises(checkpoint.CheckpointError, match=f"checkpoint {re.escape(missing)} does not exist"):

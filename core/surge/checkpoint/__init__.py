@@ -349,7 +349,8 @@ class _HashingWriter:
             self._follower.advance(total)
 
     def hexdigest(self) -> str:
-        """The SHA-256 of everything written."""
+        """The SHA-256 of everything written (what is still gathered is written first)."""
+        self.flush()
         return self._hash.hexdigest() if self._follower is None else self._follower.hexdigest()
 
     def close(self) -> None:
