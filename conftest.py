@@ -103,3 +103,23 @@ def _surge_log_sink_restored() -> Iterator[None]:
         if before["handler"] is None:
             loguru_logger.add(sys.__stderr__)  # loguru's default sink, which configure_logging replaced
         _logging._state.update(before)
+
+
+@pytest.fixture(scope="session")
+def _mypy_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the xdist workers' common parent
+    (shared / "mypy-cache").mkdir(exist_ok=True)
+    return shared / "mypy-cache"
+
+
+@pytest.fixture
+def mypy_cache(_mypy_cache_dir: Path) -> Iterator[Path]:
+    """One mypy cache for every test that runs mypy (the rendered template projects, the handler contract), shared
+    by the xdist workers of this run: a cold run reads torch and surge for about a minute, a warm one for seconds.
+    The test holds a lock beside it, so that one mypy uses it at a time (two cold runs side by side would both pay
+    the minute). The cache lives in this run's temporary directory, never across runs."""
+    from filelock import FileLock
+
+    with FileLock(str(_mypy_cache_dir) + ".lock"):
+        yield _mypy_cache_dir

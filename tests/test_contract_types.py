@@ -37,11 +37,11 @@ BAD = {
 }
 
 
-def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+def _mypy(tmp_path: Path, source: str, cache: Path) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "handler.py"
     path.write_text(textwrap.dedent(source))
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--follow-imports=silent", str(path)],
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache), str(path)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -49,7 +49,7 @@ def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_contract_type_checks_and_assignments_do_not(tmp_path: Path) -> None:
+def test_the_contract_type_checks_and_assignments_do_not(tmp_path: Path, mypy_cache: Path) -> None:
     # one mypy run (it reads surge and torch: tens of seconds): the good handler, then one meddler per assignment
     source = textwrap.dedent(GOOD)
     lines: dict[str, int] = {}
@@ -64,7 +64,7 @@ def test_the_contract_type_checks_and_assignments_do_not(tmp_path: Path) -> None
             """
         )
         lines[assignment] = source.count("\n")
-    done = _mypy(tmp_path, source)
+    done = _mypy(tmp_path, source, mypy_cache)
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert len(errors) == len(BAD), done.stdout + done.stderr
     for assignment, message in BAD.items():

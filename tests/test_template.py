@@ -337,12 +337,6 @@ def test_provider_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
     assert rc == 0 and re.search(r"\b7 passed\b", out), f"generated tests failed\n{out}\n{err}"
 
 
-@pytest.fixture(scope="module")
-def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One mypy cache for the rendered projects: surge's own modules are analysed once."""
-    return tmp_path_factory.mktemp("mypy-cache")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["participant", "provider"])
 def test_rendered_project_passes_ruff_and_mypy_strict(tmp_path: Path, kind: str, mypy_cache: Path) -> None:
