@@ -62,23 +62,20 @@ def test_import_benchmark_smoke(tmp_path):
 def test_instruction_benchmark_child_and_report() -> None:
     """The callgrind run itself takes minutes (``make bench``); here its child runs without valgrind and the
     report is built from known counts."""
-    children = [  # side by side: each is a fresh interpreter that spends most of its time importing
-        subprocess.Popen(
-            [sys.executable, str(BENCH / "instructions.py"), "--child", variant, "1", "5"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for variant in ("raw", "surge-logging")
-    ]
-    for child in children:
-        _, stderr = child.communicate(timeout=300)
-        assert child.returncode == 0, stderr
-    sys.path.insert(0, str(BENCH))
-    try:
-        import instructions
+    child = subprocess.Popen(  # the command line valgrind runs, in a fresh interpreter
+        [sys.executable, str(BENCH / "instructions.py"), "--child", "surge-logging", "1", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    instructions = _bench_module("instructions")
+    threads = torch.get_num_threads()
+    try:  # meanwhile the raw loop's child, in this process (a second interpreter would only add its imports)
+        instructions.main(["--child", "raw", "1", "5"])
     finally:
-        sys.path.remove(str(BENCH))
+        torch.set_num_threads(threads)
+    _, stderr = child.communicate(timeout=300)
+    assert child.returncode == 0, stderr
     per_step = {"raw": 1000.0, "surge-minimal": 1010.0, "surge-logging": 1020.0, "surge-default": 1100.0}
     table = instructions.markdown(
         {
@@ -125,15 +122,9 @@ def test_discovery_benchmark_smoke(tmp_path):
 
 
 @pytest.mark.slow
-def test_compile_benchmark_smoke(tmp_path):
+def test_compile_benchmark_smoke(tmp_path, capsys):
     out = tmp_path / "compile.json"
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "compile.py"), "--quick", "--backend", "aot_eager", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-5000:]
+    stdout = _main_in_process("compile", ["--quick", "--backend", "aot_eager", "--json", str(out)], capsys)
     result = json.loads(out.read_text())
     variants = {"raw-eager", "raw-compiled", "surge-eager", "surge-compiled"}
     assert set(result["step_s"]["wall"]) == set(result["step_s"]["cpu"]) == set(result["first_step_s"]) == variants
@@ -142,7 +133,7 @@ def test_compile_benchmark_smoke(tmp_path):
     assert info["surge-compiled"]["global_step"] == info["surge-eager"]["global_step"] > 0
     assert "compile" in info["surge-compiled"]["plugins"] and "compile" not in info["surge-eager"]["plugins"]
     assert info["surge-compiled"]["compile_seconds"] > 0 and info["surge-eager"]["compile_seconds"] is None
-    assert "| compiled / eager step time |" in proc.stdout
+    assert "| compiled / eager step time |" in stdout
 
 
 @pytest.mark.slow
