@@ -5,11 +5,12 @@ thread; ``--model tiny`` for its tiny one) and one DataLoader shared by four var
 (the order rotates each round):
 
 * ``raw-eager``: the plain loop, ``zero_grad(set_to_none=True)``, forward, ``backward()``, ``step()``;
-* ``raw-compiled``: the same loop on ``torch.compile(net)`` (inductor, torch's defaults);
+* ``raw-compiled``: the same loop on ``torch.compile(net)`` (inductor, torch's defaults; ``--backend`` picks
+  another backend);
 * ``surge-eager``: ``Trainer`` with every optional plugin off (``logger=False, enable_checkpointing=False,
   enable_progress_bar=False, enable_model_summary=False``), no ``self.log``; the Module calls ``self(x)``;
 * ``surge-compiled``: the same with ``plugins={"compile": {}}`` (surge-compile: the Module's ``forward``
-  compiled with torch's defaults).
+  compiled with torch's defaults; with ``--backend``, ``{"compile": {"backend": ...}}``).
 
 Per run: the model and optimizer are built from the same initial weights (not timed); the first step is timed
 alone (for the compiled variants it includes compiling the forward and backward graphs); the rest of that epoch
@@ -28,6 +29,7 @@ Usage::
     python benchmarks/compile.py                 # markdown table on stdout
     python benchmarks/compile.py --json out.json
     python benchmarks/compile.py --quick         # a smoke run (numbers meaningless)
+    python benchmarks/compile.py --quick --backend aot_eager   # the same without inductor's C++ compiler (tests)
 """
 
 from __future__ import annotations
@@ -62,10 +64,14 @@ Timing = tuple[float, overhead.Clocks]  # (first step's wall seconds, seconds pe
 # -- raw PyTorch ---------------------------------------------------------------------------------------
 
 
+BACKEND = "inductor"
+"""The ``torch.compile`` backend of both compiled variants (``--backend``; inductor, torch's default, unless told)."""
+
+
 def run_raw(work: overhead.Workload, epochs: int, compiled: bool, tmp: str) -> tuple[Timing, dict[str, Any]]:
     net = work.fresh_net()
     optimizer = overhead.make_optimizer(net.parameters())
-    model: Callable[[torch.Tensor], torch.Tensor] = torch.compile(net) if compiled else net
+    model: Callable[[torch.Tensor], torch.Tensor] = torch.compile(net, backend=BACKEND) if compiled else net
     net.train()
 
     def step(x: torch.Tensor, y: torch.Tensor) -> None:
@@ -144,7 +150,8 @@ class Clock:
 
 def run_surge(work: overhead.Workload, epochs: int, compiled: bool, tmp: str) -> tuple[Timing, dict[str, Any]]:
     clock = Clock()
-    plugins: list[Any] = [clock, *([{"compile": {}}] if compiled else [])]
+    options = {} if BACKEND == "inductor" else {"backend": BACKEND}  # inductor: the plugin's own default
+    plugins: list[Any] = [clock, *([{"compile": options}] if compiled else [])]
     with overhead._quiet():
         trainer = surge.Trainer(max_epochs=1 + epochs, default_root_dir=tmp, plugins=plugins, **overhead.SURGE_MINIMAL)
         module = Net(work.fresh_net())
@@ -172,6 +179,8 @@ RUNNERS: dict[str, Callable[[overhead.Workload, int, str], tuple[Timing, dict[st
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
+    global BACKEND
+    BACKEND = args.backend
     torch.set_num_threads(1)
     torch._inductor.config.force_disable_caches = not args.quick
     work = overhead.Workload(args.batches, model=args.model)
@@ -226,6 +235,9 @@ def markdown(result: dict[str, Any]) -> str:
     model = overhead.MODELS[cfg["model"]].describe()
     wall, cpu, compile_s = s["wall"], s["cpu"], s["compile_s"]
     cold = "inductor caches off: every round compiles from scratch" if cfg["cold"] else "inductor caches on"
+    backend = cfg.get("backend", "inductor")
+    if backend != "inductor":
+        cold = f"backend {backend}"
 
     def row(label: str, variant: str) -> str:
         return (
@@ -262,6 +274,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=1, help="timed epochs per run")
     parser.add_argument("--batches", type=int, default=30, help="steps per epoch")
     parser.add_argument("--json", metavar="PATH", help="also write the results and samples as JSON")
+    parser.add_argument(
+        "--backend",
+        default="inductor",
+        help="torch.compile's backend for both compiled variants (default inductor, torch's; a smoke test may take "
+        "aot_eager: dynamo and AOT autograd without inductor's code generation and C++ compiler)",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: the tiny model, inductor caches on")
     args = parser.parse_args(argv)
     if args.quick:

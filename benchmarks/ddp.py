@@ -50,7 +50,7 @@ def run(variant: str, sizes: list[str]) -> dict[str, float]:
     return {"seconds": max(r["seconds"] for r in ranks), "steps": float(ranks[0]["step"])}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--size", type=int, default=16384, help="samples in the data set")
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke run")
     parser.add_argument("--no-lightning", action="store_true", help="leave Lightning's row out")
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.size, args.width, args.epochs = 1, 64, 8, 1
     sizes = [f"--size={args.size}", f"--width={args.width}", f"--batch={args.batch}", f"--epochs={args.epochs}"]

@@ -10,7 +10,7 @@ at start-up without touching the training loop: it is imported, validated and ac
 Each measurement runs in a fresh child interpreter whose ``PYTHONPATH`` holds the two directories (the
 "+500" case) or nothing extra (the "0" case: only the environment's installed first-party plugins). Rounds
 alternate the two cases after one untimed warm-up child of each (which also writes the generated modules'
-byte-code). In each child, after ``import surge``:
+byte-code; ``--quick`` has none). In each child, after ``import surge``:
 
 * ``first discover``: the first ``surge.plugins.discover`` of the process: the entry-point scan, the lab
   profile lookup and the import of every plugin module;
@@ -178,13 +178,13 @@ def run_child(paths: list[Path], repeats: int, cwd: Path) -> dict[str, Any]:
     return json.loads(lines[-1][len(RESULT) :])  # type: ignore[no-any-return]
 
 
-def measure(count: int, rounds: int, repeats: int) -> dict[str, Any]:
+def measure(count: int, rounds: int, repeats: int, warmup: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="surge-bench-discovery-") as tmp:
         root = Path(tmp)
         entries = write_distributions(root / "dists", count)
         cases = {"0": [], f"+{count}": entries}
         samples: dict[str, list[dict[str, Any]]] = {case: [] for case in cases}
-        for paths in cases.values():  # warm-up: byte-code, page cache
+        for paths in cases.values() if warmup else ():  # warm-up: byte-code, page cache
             run_child(paths, 1, root)
         for r in range(rounds):
             order = list(cases) if r % 2 == 0 else list(reversed(cases))
@@ -246,7 +246,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of fresh children (default 5)")
     parser.add_argument("--repeats", type=int, default=9, help="in-child repeats of the warm measurements")
     parser.add_argument("--json", metavar="PATH", help="also write the results and samples as JSON")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 50 plugins, 1 round, 2 repeats")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 50 plugins, no warm-up children, 1 round, 2 repeats"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.count, args.rounds, args.repeats = 50, 1, 2
@@ -255,7 +257,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    result = measure(args.count, args.rounds, args.repeats)
+    result = measure(args.count, args.rounds, args.repeats, warmup=not args.quick)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print(markdown(result))

@@ -1,7 +1,7 @@
 """Start-up cost: ``import surge; surge.Trainer()`` against ``import torch``, each in fresh interpreters.
 
 Every command runs in its own ``python -c`` subprocess, interleaved (the order rotates each repeat), after one
-untimed warm-up run of each; the report gives medians of the wall time and the ratio to ``import torch``
+untimed warm-up run of each (none with ``--quick``); the report gives medians of the wall time and the ratio to ``import torch``
 (the issue's goal: at most 1.3x). ``surge.Trainer()`` runs with every installed plugin (the interpreter's
 environment, normally the project's .venv), so discovery and plugin imports are included. When Lightning is
 importable, ``import lightning; lightning.Trainer()`` is measured too, for reference.
@@ -68,9 +68,11 @@ def run_code(
     return elapsed, proc
 
 
-def measure_wall(cases: dict[str, str], repeats: int, env: dict[str, str], cwd: str) -> dict[str, list[float]]:
+def measure_wall(
+    cases: dict[str, str], repeats: int, env: dict[str, str], cwd: str, warmup: bool = True
+) -> dict[str, list[float]]:
     names = list(cases)
-    for name in names:  # warm-up: byte-code caches, page cache
+    for name in names if warmup else ():  # warm-up: byte-code caches, page cache
         run_code(cases[name], env, cwd)
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(repeats):
@@ -224,7 +226,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if lightning:
         cases[LIGHTNING_CASE[0]] = LIGHTNING_CASE[1]
     with tempfile.TemporaryDirectory(prefix="surge-bench-import-") as cwd:
-        samples = measure_wall(cases, args.repeats, env, cwd)
+        samples = measure_wall(cases, args.repeats, env, cwd, warmup=not args.quick)
         split = measure_split(args.split_runs or max(3, args.repeats // 3), env, cwd)
         prof = importtime_profile(args.importtime_runs, env, cwd, args.top) if args.importtime_runs else None
     return {
@@ -244,7 +246,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=12, help="rows in the importtime tables")
     parser.add_argument("--keep-env", action="store_true", help="keep PYTHONDONTWRITEBYTECODE in the children")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 repeat, 1 split run, 1 importtime run")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: no warm-up, 1 repeat, 1 split run, 1 importtime run"
+    )
     args = parser.parse_args(argv)
     args.split_runs = 0  # by default a third of the repeats, at least 3
     if args.quick:  # each run is an interpreter importing torch: as few as show that every part works

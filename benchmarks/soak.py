@@ -25,7 +25,7 @@ Usage::
 
     python benchmarks/soak.py                          # both variants, 20,000 steps each
     python benchmarks/soak.py --steps 4000 --variant simple --json out.json
-    python benchmarks/soak.py --quick                  # a smoke run (600 steps)
+    python benchmarks/soak.py --quick                  # a smoke run (300 steps)
 """
 
 from __future__ import annotations
@@ -265,12 +265,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=10, help="allocation sites listed by growth (0: none)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a variant may take")
     parser.add_argument("--json", metavar="PATH", help="also write the results and samples as JSON")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 600 steps, a sample every 100")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 300 steps, a sample every 50")
     parser.add_argument("--child", choices=list(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
-        args.steps, args.sample_every, args.val_every = 600, 100, 50
+        args.steps, args.sample_every, args.val_every = 300, 50, 25
     return args
 
 
