@@ -423,3 +423,37 @@ def test_snapshot_is_independent_of_the_live_tensors():
     snap = checkpoint.snapshot({"state_dict": {"w": weight}, "steps": [torch.tensor(1)], "note": "x"})
     weight.add_(1)
     assert snap["state_dict"]["w"].tolist() == [1.0, 1.0, 1.0] and snap["note"] == "x"
+
+
+def test_checkpoint_pickle_is_torch_saves_byte_for_byte_and_cheaper() -> None:
+    """``save`` gives ``torch.save`` a pickler whose ``persistent_id`` answers plain objects (keys, numbers,
+    containers) at once: the bytes stay exactly those of a plain ``torch.save``, storages shared between tensors
+    included, and torch's own ``persistent_id`` is asked only about the other objects."""
+    import collections
+    import io
+
+    from surge.checkpoint import _PICKLE
+
+    base = torch.arange(12.0)
+    checkpoint = {
+        "version": 2,
+        "plain": [1, 2.5, None, True, "s", b"b", (1, (2, 3)), {"k": [float("inf")]}],
+        "ordered": collections.OrderedDict(w=base, view=base[3:7], other=torch.ones(2, 3).t()),
+        "param": torch.nn.Parameter(torch.zeros(4)),
+        "ints": torch.arange(5, dtype=torch.int64),
+        "bytes": torch.zeros(3, dtype=torch.uint8),
+    }
+    ours, theirs = io.BytesIO(), io.BytesIO()
+    torch.save(checkpoint, ours, pickle_module=_PICKLE)
+    torch.save(checkpoint, theirs)
+    assert ours.getvalue() == theirs.getvalue()
+
+    asked: list[type] = []
+
+    class Counting(_PICKLE.Pickler):  # as torch.save's own pickler subclasses pickle_module.Pickler
+        def persistent_id(self, obj: object) -> None:
+            asked.append(type(obj))
+
+    Counting(io.BytesIO(), protocol=2).dump(checkpoint)
+    assert asked, "torch's persistent_id must still see the objects that may be storages"
+    assert not {str, int, float, dict, list, tuple} & set(asked)

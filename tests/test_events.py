@@ -755,3 +755,38 @@ def test_ctrl_c_stops_at_a_step_boundary_and_returns(hidden: Any, make_trainer: 
     assert "fit_end" not in names and "exception" not in names
     assert recorder.of("keyboard_interrupt")[0].stage == "fit"  # type: ignore[attr-defined]
     assert data.calls[-1] == "teardown:fit"
+
+
+def test_the_per_batch_event_built_directly_is_the_same_event() -> None:
+    """``TrainBatchEnd`` is built on every batch by setting its slots directly (surge.engine.loops): the same
+    type, fields, equality, hash and immutability as the dataclass's own constructor; classes that could differ
+    get their own constructor back."""
+    import dataclasses
+
+    from surge import events as ev
+
+    build = ev._direct_builder(ev.TrainBatchEnd)
+    assert build is not ev.TrainBatchEnd
+    outputs, batch = {"loss": 1.5}, ("x", "y")
+    fast, slow = build("run", outputs, batch, 7), ev.TrainBatchEnd("run", outputs, batch, 7)
+    assert type(fast) is ev.TrainBatchEnd
+    assert fast == slow and hash(ev.TrainBatchEnd("run", 1, 2, 7)) == hash(build("run", 1, 2, 7))
+    assert repr(fast) == repr(slow)
+    assert dataclasses.asdict(build("run", 1, 2, 3)) == {"trainer": "run", "outputs": 1, "batch": 2, "batch_idx": 3}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.batch_idx = 8  # type: ignore[misc]
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked(ev.TrainBatchEnd):
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Defaulted(ev.Event):
+        a: int = 0
+        b: int = 0
+        c: int = 0
+
+    assert ev._direct_builder(Checked) is Checked
+    assert ev._direct_builder(Defaulted) is Defaulted
+    assert ev._direct_builder(ev.TrainBatchStart) is ev.TrainBatchStart  # three fields

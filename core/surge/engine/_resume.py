@@ -34,6 +34,7 @@ from __future__ import annotations
 import array
 import collections
 import contextlib
+import ctypes
 import itertools
 import math
 import random
@@ -82,13 +83,135 @@ def _numpy_state() -> dict[str, Any] | None:
     np = sys.modules.get("numpy")  # not imported by anyone: nothing can have drawn from it
     if np is None:
         return None
-    state = np.random.get_state(legacy=False)
-    return {
-        "key": torch.from_numpy(state["state"]["key"].astype(np.int64)),
-        "pos": int(state["state"]["pos"]),
-        "has_gauss": int(state["has_gauss"]),
-        "gauss": float(state["gauss"]),
-    }
+    fast = _legacy_numpy_state(np)
+    if fast is not None:
+        key, pos, has_gauss, gauss = fast
+    else:
+        state = np.random.get_state(legacy=False)
+        key, pos = state["state"]["key"].astype(np.int64), int(state["state"]["pos"])
+        has_gauss, gauss = int(state["has_gauss"]), float(state["gauss"])
+    return {"key": torch.from_numpy(key), "pos": pos, "has_gauss": has_gauss, "gauss": gauss}
+
+
+_MT_WORDS = 624
+
+
+class _MTState(ctypes.Structure):
+    """numpy's ``mt19937_state``: the key and the position in it."""
+
+    _fields_ = (("key", ctypes.c_uint32 * _MT_WORDS), ("pos", ctypes.c_int))
+
+
+class _AugState(ctypes.Structure):
+    """numpy's ``aug_bitgen_t`` inside a ``RandomState``: a pointer to its ``bitgen_t`` copy, then the cache of
+    the second normal of a pair (``has_gauss``, ``gauss``)."""
+
+    _fields_ = (("bitgen", ctypes.c_void_p), ("has_gauss", ctypes.c_int), ("gauss", ctypes.c_double))
+
+
+class _LegacyView:
+    """Views of one ``RandomState``'s C state (held alive here, so the memory stays valid), made once."""
+
+    def __init__(self, rs: Any, bg: Any, layout: tuple[int, int]) -> None:
+        import numpy as np
+
+        bitgen, aug = layout
+        self.rs, self.bg = rs, bg
+        self.state_address = bg.ctypes.state_address
+        self.bitgen_address = id(rs) + bitgen  # CPython: id is the object's address (checked by the layout)
+        self.state_pointer = ctypes.c_void_p.from_address(self.bitgen_address)
+        self.aug = _AugState.from_address(id(rs) + aug)
+        self.mt = _MTState.from_address(self.state_address)
+        self.key = np.frombuffer(self.mt.key, dtype=np.uint32)
+        self.int64 = np.int64
+
+    def read(self) -> tuple[Any, int, int, float] | None:
+        """``(key, pos, has_gauss, gauss)``, the key copied as int64; None when a pointer does not lead where it
+        must."""
+        if self.state_pointer.value != self.state_address or self.aug.bitgen != self.bitgen_address:
+            return None
+        aug = self.aug
+        return self.key.astype(self.int64), self.mt.pos, aug.has_gauss, aug.gauss
+
+
+_legacy_layout: tuple[int, int] | bool | None = False
+"""Where a ``RandomState`` keeps its C fields (offsets of its ``bitgen_t`` copy and of its ``aug_bitgen_t``);
+None: not found or not trusted (``get_state`` is used); False: not looked for yet."""
+_legacy_view: _LegacyView | None = None
+
+
+def _legacy_numpy_state(np: Any) -> tuple[Any, int, int, float] | None:
+    """numpy's global legacy RNG state ``(key, pos, has_gauss, gauss)`` read from its memory, exactly what
+    ``np.random.get_state()`` returns, or None where that read is not possible (then the caller asks
+    ``get_state``). ``get_state`` copies the 624 words of the key one numpy element at a time (about a million
+    instructions, at every epoch start and every checkpoint); the key is read here in one copy through the
+    bit generator's documented ``ctypes.state_address``, and ``has_gauss``/``gauss`` (numpy's cache of the second
+    normal of a pair, which can change while the key does not) from the ``RandomState`` object, at offsets found
+    and checked against ``get_state`` on a private instance (:func:`_find_legacy_layout`). Every read checks that
+    the object's pointers still lead where they must; anything unexpected falls back to ``get_state``."""
+    global _legacy_layout, _legacy_view
+    if _legacy_layout is False:
+        _legacy_layout = _find_legacy_layout(np)
+    if not isinstance(_legacy_layout, tuple):
+        return None
+    rs = getattr(getattr(np.random, "mtrand", None), "_rand", None)
+    if type(rs) is not np.random.RandomState:
+        return None
+    bg = rs._bit_generator
+    view = _legacy_view
+    if view is None or view.rs is not rs or view.bg is not bg:
+        if type(bg) is not np.random.MT19937:
+            return None
+        view = _legacy_view = _LegacyView(rs, bg, _legacy_layout)
+    with bg.lock:  # the lock the RandomState's draws hold
+        return view.read()
+
+
+def _find_legacy_layout(np: Any) -> tuple[int, int] | None:
+    """The offsets of a ``RandomState``'s ``bitgen_t`` copy (whose first field points at the bit generator's
+    state) and of its ``aug_bitgen_t`` (whose first field points at that copy), found in a private instance and
+    trusted only when reads through them equal ``get_state()`` in several states (no cached normal, one cached,
+    one used, one set explicitly); None otherwise (another interpreter, numpy or layout)."""
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        probe = np.random.RandomState(20261202)
+        bg = probe._bit_generator
+        word = ctypes.sizeof(ctypes.c_void_p)
+        if type(bg) is not np.random.MT19937:
+            return None
+        size = type(probe).__basicsize__
+        raw = ctypes.string_at(id(probe), size)
+        words = {o: int.from_bytes(raw[o : o + word], sys.byteorder) for o in range(0, size - word + 1, word)}
+        bitgens = [o for o, w in words.items() if w == bg.ctypes.state_address]
+        layouts = [(b, o) for b in bitgens for o, w in words.items() if w == id(probe) + b]
+        if len(layouts) != 1 or layouts[0][1] + ctypes.sizeof(_AugState) > size:
+            return None
+        view = _LegacyView(probe, bg, layouts[0])
+
+        def agrees() -> bool:
+            read = view.read()
+            state = probe.get_state(legacy=False)
+            return (
+                read is not None
+                and np.array_equal(read[0], state["state"]["key"])
+                and read[1] == state["state"]["pos"]
+                and read[2] == state["has_gauss"]
+                and read[3] == state["gauss"]
+            )
+
+        checks = [agrees()]
+        probe.standard_normal()  # a pair drawn, one cached: has_gauss 1
+        checks.append(agrees())
+        probe.random_sample(3)
+        checks.append(agrees())
+        probe.standard_normal()  # the cached one used: has_gauss 0, the key unchanged
+        checks.append(agrees())
+        probe.set_state(("MT19937", probe.get_state()[1][::-1].copy(), 7, 1, -0.25))
+        checks.append(agrees())
+        return layouts[0] if all(checks) else None
+    except Exception:  # any surprise: use get_state
+        return None
 
 
 def _same_state(a: Any, b: Any) -> bool:

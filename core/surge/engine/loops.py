@@ -148,6 +148,10 @@ def _should_stop(trainer: Trainer) -> bool:
     return state.should_stop and state.current_epoch >= loop.min_epochs and state.global_step >= loop.min_steps
 
 
+_train_batch_end = ev._direct_builder(ev.TrainBatchEnd)
+"""``ev.TrainBatchEnd(...)``, built for a fraction of a frozen dataclass's ``__init__`` (fired on every batch)."""
+
+
 def train_epoch(trainer: Trainer) -> None:
     """One epoch of training, continuing from a restored checkpoint's position when there is one."""
     bus, state, metrics = trainer._bus, trainer.state, trainer._metrics
@@ -188,7 +192,7 @@ def train_epoch(trainer: Trainer) -> None:
             state.total_batches += 1
             batches.open_rng, batches.done = None, batches.done + 1
             if bus.train_batch_end:
-                bus.train_batch_end(ev.TrainBatchEnd(trainer.view, outputs, batch, batch_idx))
+                bus.train_batch_end(_train_batch_end(trainer.view, outputs, batch, batch_idx))
             if metrics.pending:  # the step's row, with what the train_batch_end handlers logged
                 metrics.flush()
             validated = bool(validation.every) and validation.due(batch_idx + 1)
