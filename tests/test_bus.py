@@ -14,6 +14,7 @@ import pytest
 import surge
 import surge.events as ev
 from loguru import logger
+from surge.engine import loops
 from surge.errors import PluginOrderError
 from surge.testing import EventRecorder, TinyDataModule, TinyModule
 
@@ -240,6 +241,15 @@ def constructions(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
             _init(self, *args, **kwargs)
 
         monkeypatch.setattr(cls, "__init__", counting)
+    # the loop builds the per-batch TrainBatchEnd without its __init__ (surge.events._direct_builder): count it too
+    build = loops._train_batch_end
+    if build is not ev.TrainBatchEnd:  # the class itself: its wrapped __init__ counts it
+
+        def counting_build(*args: Any) -> Any:
+            counts["train_batch_end"] += 1
+            return build(*args)
+
+        monkeypatch.setattr(loops, "_train_batch_end", counting_build)
     return counts
 
 
