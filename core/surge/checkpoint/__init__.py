@@ -206,9 +206,8 @@ def save(checkpoint: Mapping[str, Any], url: str) -> str:
             _save_local(checkpoint, path, name)
         else:
             buffer = io.BytesIO()
-            torch.save(
-                checkpoint, buffer, pickle_module=_PICKLE
-            )  # serialized before any upload: a pickling error touches nothing
+            # serialized before any upload: a pickling error touches nothing
+            torch.save(checkpoint, buffer, pickle_module=_PICKLE)
             data = buffer.getvalue()
             parent = posixpath.dirname(path)
             if parent:
