@@ -1,4 +1,4 @@
-"""One rank of ``test_module_steps.py``'s DDP comparison (launched under torchrun; not collected).
+"""One rank of ``test_module_steps.py``'s DDP comparison (launched as a 2-process job; not collected).
 
 ``_module_steps_ddp_child.py FRAMEWORK OUT``: fits the test's model (``lightning`` or ``surge``) with a warm-up in
 ``optimizer_step``, a recording ``backward`` and ``on_after_batch_transfer``, on ``strategy="ddp", devices=2,

@@ -1,4 +1,4 @@
-"""One rank of ``test_process_group_strategy.py``'s 2-process runs (launched under torchrun; not collected).
+"""One rank of ``test_process_group_strategy.py``'s 2-process runs (launched as a 2-process job; not collected).
 
 ``_replicate_child.py STRATEGY OUT``: a 2-epoch fit with ``strategy=STRATEGY`` (``ddp`` from surge-ddp, or the
 third-party ``replicate`` of ``_replicate_plugin.py``, made discoverable with ``surge.testing.PluginEnv``) on

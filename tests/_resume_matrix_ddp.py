@@ -1,4 +1,4 @@
-"""One rank of the resume matrix's 2-process DDP runs (run under torchrun; not collected by pytest).
+"""One rank of the resume matrix's 2-process DDP runs (run as a 2-process job by ``launch_workers``; not collected by pytest).
 
 ``_resume_matrix_ddp.py RUN OUT CASE_ID MODULE``: :func:`ddp_run` of ``test_resume_matrix`` (imported under
 ``MODULE``, the name the parent gave it, so that the model's and data's classes are the same experiment in

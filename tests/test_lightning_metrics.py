@@ -318,10 +318,11 @@ def test_sync_dist_leaves_a_metric_to_sync_itself(make_trainer: Any) -> None:
 def test_under_ddp_a_metric_syncs_itself_and_sync_dist_does_not_reduce_it_again(tmp_path: Path) -> None:
     """2 gloo processes, each validating on half the data: the metric's ``compute()`` gathers both halves,
     and its ``reduce_fx="sum", sync_dist=True`` is not applied on top (which would double it)."""
-    launch = pytest.importorskip("surge_ddp.testing").launch
+    pytest.importorskip("surge_ddp")  # the child trains with strategy="ddp"
     import _metrics_ddp_child as child
+    from surge.testing import launch_workers
 
-    done = launch(Path(child.__file__), [str(tmp_path)])
+    done = launch_workers(Path(child.__file__), [str(tmp_path)])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     ranks = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=True) for rank in (0, 1)]
     net = child.net()

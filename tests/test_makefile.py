@@ -71,6 +71,16 @@ def test_test_adds_every_plugin_the_test_tools_and_lightning(tmp_path: Path) -> 
     assert "pytest-xdist" in (REPO / "pyproject.toml").read_text()  # in the `test` extra that installs
 
 
+def test_test_compiles_the_projects_byte_code_before_the_suite(tmp_path: Path) -> None:
+    """Each child interpreter a test starts imports Surge's modules; where PYTHONDONTWRITEBYTECODE is set nothing
+    caches them, so the run writes their byte-code first: core and every plugin's sources."""
+    for target in ("test", "test-fast", "fuzz"):
+        plan = _plan(tmp_path, target)
+        compile_line = plan[-2].split()
+        assert compile_line[1:6] == ["-m", "compileall", "-q", "-j", "0"], plan[-2]
+        assert set(compile_line[6:]) == {"core", *(f"plugins/{p.name}/src" for p in (REPO / "plugins").glob("surge-*"))}
+
+
 def test_docs_installs_the_docs_extra_and_builds_the_site_strictly(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "docs")
     installs = _installs(plan)

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from loguru import logger
-from surge.testing import launch, quiet_trainer_args
+from surge.testing import launch_workers, quiet_trainer_args
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -874,14 +874,14 @@ def test_a_module_that_overrides_nothing_never_calls_the_steps(monkeypatch: pyte
 
 @pytest.mark.slow
 def test_overrides_under_ddp_match_lightning(tmp_path: Path) -> None:
-    """Lightning's and Surge's ``ddp`` on 2 gloo processes (torchrun), accumulating over 2 batches (the first
+    """Lightning's and Surge's ``ddp`` on 2 gloo processes (``launch_workers``: torchrun's variables, no agent), accumulating over 2 batches (the first
     micro-batch of each window skips the gradient all-reduce): the same calls on each rank, the same weights on
     both ranks and in both frameworks."""
     results = {}
     for framework in FRAMEWORKS:
         out = tmp_path / framework
         out.mkdir()
-        done = launch(HERE / "_module_steps_ddp_child.py", [framework, str(out)], timeout=600)
+        done = launch_workers(HERE / "_module_steps_ddp_child.py", [framework, str(out)], timeout=600)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
         results[framework] = [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
     for rank in (0, 1):

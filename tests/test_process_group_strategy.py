@@ -14,7 +14,7 @@ import pytest
 import surge
 import torch
 from _replicate_plugin import ReplicateStrategy, plugin
-from surge.testing import LAUNCHER_VARS, PluginEnv, TinyDataModule, TinyModule, launch, quiet_trainer_args
+from surge.testing import LAUNCHER_VARS, PluginEnv, TinyDataModule, TinyModule, launch_workers, quiet_trainer_args
 from test_public_contract import problems_in  # tests/ is on sys.path (pytest `pythonpath`)
 
 HERE = Path(__file__).parent
@@ -156,7 +156,7 @@ def test_the_core_names_no_sharding_strategy() -> None:
 
 def _run(out: Path, strategy: str) -> list[dict[str, Any]]:
     out.mkdir(parents=True)
-    done = launch(CHILD, [strategy, str(out)])
+    done = launch_workers(CHILD, [strategy, str(out)])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 

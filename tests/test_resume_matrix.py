@@ -57,15 +57,15 @@ and ``held``: a stop requested in epoch 0 that ``min_epochs=2`` holds back (of `
 the newest ``every_n`` checkpoint in the middle of epoch 1: the resumed run stops after epoch 1, as the
 uninterrupted one does (the checkpoint records the held stop).
 
-The DDP part (``DDP_CASES``, ``slow``): 2 processes under torchrun (``_resume_matrix_ddp.py``), stopped by
-``max_steps``, by SIGTERM to one rank, and by SIGKILL of one rank with ``last``, resumed in fresh processes with
+The DDP part (``DDP_CASES``, ``slow``): 2 processes (``_resume_matrix_ddp.py``, started with torchrun's variables by
+``surge.testing.launch_workers``), stopped by ``max_steps``, by SIGTERM to one rank, and by SIGKILL of one rank with ``last``, resumed in fresh processes with
 another global seed (the ``DistributedSampler``'s) and other per-rank seeds; every rank must end with the
 uninterrupted 2-process run's weights, optimizer and scheduler states, step and epoch, and rank 0 with its
 ``metrics.csv``.
 Also here: the sanity check leaves the numbers alone (``num_sanity_val_steps`` 0 or 2 gives the same run).
 
 Cases: 48 in the matrix (5 of them subprocess-based, ``slow``), plus 4 extra and 3 DDP ones (``slow``: a
-torchrun job of 2 processes each for the reference, part 1 and the resume, 30-90 s a case). Measured wall time on the
+2-process job each for the reference, part 1 and the resume, 30-90 s a case). Measured wall time on the
 2-core dev machine (shared with other test runs): the whole file (55 tests) 60-85 s, ``-m "not slow"`` about
 30 s; the 5 subprocess cases take 3-9 s each (the child imports torch); one fit takes 0.3-0.5 s (0.7-1 s with
 worker processes). SIGTERM is delivered in-process (a real signal to the test process, once the checkpoint
@@ -848,7 +848,7 @@ OTHER_SEED = 12345
 
 
 def ddp_run(run: str, out: Path, case: Case) -> None:
-    """One rank of a DDP run (``_resume_matrix_ddp.py`` under torchrun): ``reference`` (uninterrupted),
+    """One rank of a DDP run (``_resume_matrix_ddp.py``, a 2-process job): ``reference`` (uninterrupted),
     ``part1`` (stopped as ``case.stop`` says) or ``resume`` (``fit(ckpt_path=...)`` from part 1's checkpoint,
     with other seeds). Writes ``OUT/RUN-rank<R>.pt``: the :class:`Result` fields and whether it was preempted."""
     from surge_checkpoint import Preempted
@@ -887,10 +887,10 @@ def ddp_run(run: str, out: Path, case: Case) -> None:
 
 
 def _launch_ddp(run: str, out: Path, case: Case) -> subprocess.CompletedProcess[str]:
-    from surge.testing import launch
+    from surge.testing import launch_workers
 
     out.mkdir(parents=True, exist_ok=True)
-    return launch(DDP_CHILD, [run, str(out), case.id, __name__], nproc=DDP_WORLD, timeout=420)
+    return launch_workers(DDP_CHILD, [run, str(out), case.id, __name__], nproc=DDP_WORLD, timeout=420)
 
 
 def _ddp_results(out: Path, run: str) -> list[dict[str, Any]]:

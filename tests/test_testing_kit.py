@@ -9,13 +9,16 @@ in a temporary directory outside this repository (so that its conftest files do 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import _distributions as dists  # tests/ is on sys.path (pytest `pythonpath`)
 import pytest
 import torch
-from surge.testing import PluginEnv, quiet_trainer_args, run_tiny_fit
+from surge.testing import PluginEnv, launch_workers, quiet_trainer_args, run_tiny_fit
 
 UNRELATED_TEST = """
 import json, sys
@@ -160,3 +163,57 @@ def test_the_tiny_fit_records_the_events_plugins_publish(plugin_env: PluginEnv, 
 def test_a_run_without_the_publisher_records_no_such_event(tmp_path: Path) -> None:
     fit = run_tiny_fit(default_root_dir=str(tmp_path))  # the class exists, no plugin of the run declares it
     assert fit.of("batch_noted") == [] and "batch_noted" not in fit.names()
+
+
+# -- launch_workers: torchrun's single-node job without its agent ---------------------------------------------
+
+_WORKER = """
+import os, pathlib, signal, sys, time
+names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+print(" ".join(f"{n}={os.environ.get(n)}" for n in names), flush=True)
+mode, rank, here = sys.argv[1], os.environ["RANK"], pathlib.Path(sys.argv[0]).parent
+if mode == "fail" and rank == "1":
+    while len(list(here.glob("ready-*"))) < 2:  # the others are waiting with their handlers in place
+        time.sleep(0.01)
+    sys.exit(3)
+if mode in ("fail", "hang"):
+    def stop(signum, frame):
+        print(f"rank {rank} got SIGTERM", flush=True)
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, stop)
+    (here / f"ready-{rank}").touch()
+    time.sleep(120)
+"""
+
+
+def _workers(tmp_path: Path, mode: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    program = tmp_path / "worker.py"
+    program.write_text(_WORKER)
+    return launch_workers(program, [mode], nproc=3, **kwargs)
+
+
+def test_launch_workers_gives_each_worker_torchruns_variables(tmp_path: Path) -> None:
+    done = _workers(tmp_path, "ok")
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.splitlines())
+    assert [line.split()[:2] for line in lines] == [[f"RANK={r}", f"LOCAL_RANK={r}"] for r in range(3)]
+    ports = {line.split()[-1] for line in lines}
+    assert len(ports) == 1 and ports != {"MASTER_PORT=None"}  # one rendezvous address for the job
+    assert all("WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 GROUP_RANK=0 MASTER_ADDR=127.0.0.1" in line for line in lines)
+
+
+def test_launch_workers_stops_the_job_when_one_worker_fails(tmp_path: Path) -> None:
+    start = time.monotonic()
+    done = _workers(tmp_path, "fail")
+    assert time.monotonic() - start < 60  # the others were stopped, not waited for (they sleep 120 s)
+    assert done.returncode == 1  # torchrun's code for a failed job
+    assert sorted(line for line in done.stdout.splitlines() if "SIGTERM" in line) == [
+        "rank 0 got SIGTERM",
+        "rank 2 got SIGTERM",
+    ]
+    assert "launch_workers: rank 1 exited with 3" in done.stderr
+
+
+def test_launch_workers_kills_every_worker_past_the_timeout(tmp_path: Path) -> None:
+    with pytest.raises(subprocess.TimeoutExpired):
+        _workers(tmp_path, "hang", timeout=3)

@@ -12,7 +12,8 @@ imports torch. What a plugin's tests need (docs/plugins.md, "Testing"):
   installed ones) until it is restored;
 * :func:`quiet_trainer_args` gives the Trainer arguments of a run that prints and writes nothing of its own;
 * :func:`launch` runs a program as a real multi-process job (``torch.distributed.run``, 2 workers by default)
-  in a :func:`clean_env`, for the tests of a distributed strategy.
+  in a :func:`clean_env`, for the tests of a distributed strategy; :func:`launch_workers` starts the same workers
+  without torchrun's agent process (one interpreter less), for tests about the job rather than the launcher.
 
 In a session that opted in, Surge's log records are on (see :func:`pytest_configure`). Fixtures:
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -60,6 +62,7 @@ __all__ = [
     "assert_discovered",
     "clean_env",
     "launch",
+    "launch_workers",
     "quiet_trainer_args",
     "run_tiny_fit",
 ]
@@ -484,6 +487,100 @@ def launch(
     launcher = [sys.executable, "-m", "torch.distributed.run", *launcher_args, f"--nproc-per-node={nproc}"]
     command = [*(launcher if torchrun else [sys.executable]), str(program), *args]
     return subprocess.run(command, env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def launch_workers(
+    program: str | Path,
+    args: Sequence[str],
+    *,
+    nproc: int = 2,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    grace: float = 30,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``nproc`` workers of ``program`` as one single-node job, as ``torchrun --standalone`` would, but
+    without its agent: each worker a fresh ``python program args`` with the variables torchrun gives a worker
+    (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``, ``ROLE_RANK``,
+    ``MASTER_ADDR``/``MASTER_PORT`` on loopback; no ``TORCHELASTIC_*``: rank 0 hosts the rendezvous store, as
+    under SLURM). It saves the agent's interpreter and its polling, several seconds of CPU a launch, for tests
+    about what the workers do; tests of torchrun itself (restarts, several agents) use :func:`launch`.
+
+    As under torchrun the job fails as a whole: once a worker exits non-zero the others get SIGTERM (as the
+    agent sends), then SIGKILL after ``grace`` seconds; the result's return code is 0 when every worker
+    succeeded, else 1 (torchrun's), with a line per failed worker at the end of its stderr. The workers share
+    one stdout and one stderr, as they share the agent's. Past ``timeout`` every worker is killed and
+    :class:`subprocess.TimeoutExpired` raised. A port another process took between choosing and binding it
+    (the rendezvous store's "address already in use") is retried once on a new port."""
+    for attempt in (0, 1):
+        done = _launch_workers_once(program, args, nproc, env, timeout, grace)
+        if attempt or done.returncode == 0 or "address already in use" not in done.stderr.lower():
+            return done
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _launch_workers_once(
+    program: str | Path,
+    args: Sequence[str],
+    nproc: int,
+    env: dict[str, str] | None,
+    timeout: float,
+    grace: float,
+) -> subprocess.CompletedProcess[str]:
+    with socket.socket() as probe:  # a free port on loopback for rank 0's store
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = env or clean_env()
+    command = [sys.executable, str(program), *args]
+    shared = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(nproc),
+        "LOCAL_WORLD_SIZE": str(nproc),
+        "GROUP_RANK": "0",
+        "GROUP_WORLD_SIZE": "1",
+        "ROLE_NAME": "default",
+        "ROLE_WORLD_SIZE": str(nproc),
+    }
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        workers = [
+            subprocess.Popen(
+                command,
+                env={**base, **shared, "RANK": str(rank), "LOCAL_RANK": str(rank), "ROLE_RANK": str(rank)},
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+            )
+            for rank in range(nproc)
+        ]
+        deadline, stopping = time.monotonic() + timeout, None
+        try:
+            while [w.poll() for w in workers].count(None):  # every worker polled (no short cut)
+                now = time.monotonic()
+                if now > deadline:
+                    raise subprocess.TimeoutExpired(command, timeout)
+                failed = any(w.returncode not in (None, 0) for w in workers)
+                if failed and stopping is None:  # the job fails as a whole: the agent's SIGTERM to the rest
+                    stopping = now + grace
+                    for w in workers:
+                        if w.returncode is None:
+                            w.terminate()
+                elif stopping is not None and now > stopping:
+                    for w in workers:
+                        if w.returncode is None:
+                            w.kill()
+                time.sleep(0.05)
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.kill()
+                    w.wait()
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    codes = [w.returncode for w in workers]
+    report = "".join(f"launch_workers: rank {rank} exited with {code}\n" for rank, code in enumerate(codes) if code)
+    return subprocess.CompletedProcess(command, 1 if report else 0, stdout, stderr + report)
 
 
 def _normalize(distribution: str) -> str:

@@ -1,5 +1,5 @@
-"""A 2-process DDP fit (gloo, CPU), eager or with the compile plugin; test_compile.py launches it under torchrun
-(a script, not collected by pytest).
+"""A 2-process DDP fit (gloo, CPU), eager or with the compile plugin; test_compile.py launches it as a 2-process
+job (a script, not collected by pytest).
 
 ``_ddp_program.py eager|compiled OUT``: each rank writes ``OUT/rank<R>.pt`` with its per-step losses, its final
 weights and the messages of torch's DDPOptimizer, which only compiles a graph when the compiled code runs inside

@@ -15,7 +15,7 @@ import surge_compile
 import torch
 import torch._dynamo
 from loguru import logger
-from surge.testing import EventRecorder, TinyDataModule, TinyModule, assert_discovered, launch
+from surge.testing import EventRecorder, TinyDataModule, TinyModule, assert_discovered, launch_workers
 from torch import nn
 
 QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
@@ -309,7 +309,7 @@ def test_two_process_ddp_compiles_inside_ddps_forward(tmp_path: Path) -> None:
     for mode in ("eager", "compiled"):
         out = tmp_path / mode
         out.mkdir()
-        done = launch(program, [mode, str(out)])
+        done = launch_workers(program, [mode, str(out)])
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
         runs[mode] = [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
     for rank in (0, 1):

@@ -12,15 +12,21 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, clean_env, launch
+from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, clean_env, launch, launch_workers
 from surge_ddp import DDPStrategy, detect, first_host
 
 PROGRAM = Path(__file__).with_name("_program.py")
 
 
-def _run(out: Path, *args: str, torchrun: bool = True, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def _run(out: Path, *args: str, via: str = "workers", env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The program on 2 processes: started by ``launch_workers`` (``via="workers"``: the job without torchrun's
+    agent), under torchrun (``"torchrun"``), or as plain ``python`` that relaunches itself (``"python"``)."""
     out.mkdir(parents=True, exist_ok=True)
-    done = launch(PROGRAM, [args[0], str(out), *args[1:]], torchrun=torchrun, env={**clean_env(), **(env or {})})
+    argv, full_env = [args[0], str(out), *args[1:]], {**clean_env(), **(env or {})}
+    if via == "workers":
+        done = launch_workers(PROGRAM, argv, env=full_env)
+    else:
+        done = launch(PROGRAM, argv, torchrun=via == "torchrun", env=full_env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
@@ -122,7 +128,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_torchrun_fit_matches_hand_written_ddp(tmp_path: Path, reference: list[dict[str, Any]]) -> None:
     """Also: a test after fit reuses the group, and only rank 0 writes the CSV log and the checkpoint."""
-    runs = _run(tmp_path, "surge", "--log-metrics", "--test")
+    runs = _run(tmp_path, "surge", "--log-metrics", "--test", via="torchrun")
     _assert_same(runs, reference)
     assert runs[1]["run_dir"] is None and runs[0]["run_dir"] is not None
     assert runs[0]["test"] == runs[1]["test"]  # test_loss logged with sync_dist: the same on both ranks
@@ -134,7 +140,7 @@ def test_torchrun_fit_matches_hand_written_ddp(tmp_path: Path, reference: list[d
 
 @pytest.mark.slow
 def test_plain_python_relaunches_itself_under_torchrun(tmp_path: Path, reference: list[dict[str, Any]]) -> None:
-    _assert_same(_run(tmp_path, "surge", torchrun=False), reference)
+    _assert_same(_run(tmp_path, "surge", via="python"), reference)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import surge
 import torch
-from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, clean_env, launch
+from surge.testing import LAUNCHER_VARS, TinyDataModule, TinyModule, clean_env, launch_workers
 from surge_fsdp import FSDPStrategy, consolidate
 from torch import nn
 
@@ -22,7 +22,7 @@ PROGRAM = Path(__file__).parents[2] / "surge-ddp" / "tests" / "_program.py"
 
 def _run(out: Path, *args: str, **env: str) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
-    done = launch(PROGRAM, [args[0], str(out), *args[1:]], env=clean_env(**env))
+    done = launch_workers(PROGRAM, [args[0], str(out), *args[1:]], env=clean_env(**env))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
