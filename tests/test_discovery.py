@@ -11,6 +11,7 @@ In-process tests at the end use ``surge.testing``'s ``plugin_env`` where nothing
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from importlib import metadata
@@ -21,6 +22,7 @@ import pytest
 import surge
 import surge.plugins
 from loguru import logger
+from pydantic import ValidationError
 from surge.errors import PluginConflictError, PluginError
 from surge.settings import SurgeSettings
 
@@ -491,6 +493,31 @@ def test_environment_lists_are_comma_separated(monkeypatch: pytest.MonkeyPatch) 
     assert settings.disable_plugins == ["a", "b", "c"]
     assert settings.plugins == ["devices"]
     assert settings.disable_plugin_autoload is True
+
+
+def test_environment_settings_any_case_arguments_win_and_other_variables_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [k for k in os.environ if k.upper().startswith("SURGE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("surge_strict_plugins", "yes")  # the name in any case, a boolean as pydantic reads one
+    monkeypatch.setenv("SURGE_LOG_LEVEL", "debug")
+    monkeypatch.setenv("SURGE_TRAINER_MAX_EPOCHS", "3")  # the CLI's, not a setting
+    assert SurgeSettings().model_dump() == {
+        "plugins": None,
+        "disable_plugins": [],
+        "load_plugins": [],
+        "disable_plugin_autoload": False,
+        "strict_plugins": True,
+        "trace_plugins": False,
+        "log_level": "DEBUG",
+        "lab": None,
+    }
+    given = SurgeSettings(strict_plugins=False, disable_plugins=["x"])
+    assert (given.strict_plugins, given.disable_plugins, given.log_level) == (False, ["x"], "DEBUG")
+    monkeypatch.setenv("SURGE_LOG_LEVEL", "loud")
+    with pytest.raises(ValidationError, match="SURGE_LOG_LEVEL='loud' is not a log level"):
+        SurgeSettings()
 
 
 def test_declaration_errors_are_reported_at_once() -> None:
