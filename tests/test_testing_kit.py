@@ -170,7 +170,8 @@ def test_a_run_without_the_publisher_records_no_such_event(tmp_path: Path) -> No
 _WORKER = """
 import os, pathlib, signal, sys, time
 names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
-print(" ".join(f"{n}={os.environ.get(n)}" for n in names), flush=True)
+say = lambda text: os.write(1, (text + "\\n").encode())  # one write a line: the workers share one file
+say(" ".join(f"{n}={os.environ.get(n)}" for n in names))
 mode, rank, here = sys.argv[1], os.environ["RANK"], pathlib.Path(sys.argv[0]).parent
 if mode == "fail" and rank == "1":
     while len(list(here.glob("ready-*"))) < 2:  # the others are waiting with their handlers in place
@@ -178,7 +179,7 @@ if mode == "fail" and rank == "1":
     sys.exit(3)
 if mode in ("fail", "hang"):
     def stop(signum, frame):
-        print(f"rank {rank} got SIGTERM", flush=True)
+        say(f"rank {rank} got SIGTERM")
         sys.exit(143)
     signal.signal(signal.SIGTERM, stop)
     (here / f"ready-{rank}").touch()
