@@ -25,8 +25,10 @@ def _run(out: Path, *args: str, via: str = "workers", env: dict[str, str] | None
     argv, full_env = [args[0], str(out), *args[1:]], {**clean_env(), **(env or {})}
     if via == "workers":
         done = launch_workers(PROGRAM, argv, env=full_env)
-    else:
+    elif via in ("torchrun", "python"):
         done = launch(PROGRAM, argv, torchrun=via == "torchrun", env=full_env)
+    else:
+        raise ValueError(f"via={via!r}: use 'workers', 'torchrun' or 'python'")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in (0, 1)]
 
